@@ -1,0 +1,160 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/engramhq/engram/memory"
+)
+
+// Candidate is a proposed memory and its governance outcome.
+type Candidate struct {
+	bun.BaseModel `bun:"table:candidates"`
+
+	TenantID         string                 `bun:"tenant_id,notnull"`
+	ID               string                 `bun:"id,pk,type:uuid"`
+	EventID          string                 `bun:"event_id,type:uuid,notnull"`
+	WorkflowID       string                 `bun:"workflow_id,notnull"`
+	MemoryType       memory.MemoryType      `bun:"memory_type,notnull"`
+	Scope            memory.Scope           `bun:"scope,notnull"`
+	DepartmentID     string                 `bun:"department_id,notnull"`
+	UserID           string                 `bun:"user_id,notnull"`
+	AgentID          string                 `bun:"agent_id,notnull"`
+	SessionID        string                 `bun:"session_id,notnull"`
+	TaskID           string                 `bun:"task_id,notnull"`
+	MemoryKey        string                 `bun:"memory_key,notnull"`
+	Subject          string                 `bun:"subject,notnull"`
+	Predicate        string                 `bun:"predicate,notnull"`
+	Object           string                 `bun:"object,notnull"`
+	Content          string                 `bun:"content,notnull"`
+	EntityType       string                 `bun:"entity_type,notnull"`
+	EntityID         string                 `bun:"entity_id,notnull"`
+	Attributes       json.RawMessage        `bun:"attributes,type:jsonb,notnull"`
+	Relations        json.RawMessage        `bun:"relations,type:jsonb,notnull"`
+	Confidence       float64                `bun:"confidence,notnull"`
+	Origin           memory.Origin          `bun:"origin,notnull"`
+	Retraction       bool                   `bun:"retraction,notnull"`
+	Extractor        string                 `bun:"extractor,notnull"`
+	ExtractorVersion string                 `bun:"extractor_version,notnull"`
+	SchemaName       string                 `bun:"schema_name,notnull"`
+	SchemaVersion    int                    `bun:"schema_version,notnull"`
+	ValidFrom        *time.Time             `bun:"valid_from"`
+	ValidUntil       *time.Time             `bun:"valid_until"`
+	Status           memory.CandidateStatus `bun:"status,notnull"`
+	Action           string                 `bun:"action,notnull"`
+	Reason           string                 `bun:"reason,notnull"`
+	FactID           *string                `bun:"fact_id,type:uuid"`
+	Reviewer         string                 `bun:"reviewer,notnull"`
+	ReviewNote       string                 `bun:"review_note,notnull"`
+	ReviewedAt       *time.Time             `bun:"reviewed_at"`
+	CreatedAt        time.Time              `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt        time.Time              `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+func (c *Candidate) validate() error {
+	if err := checkTenant(c.TenantID); err != nil {
+		return err
+	}
+	if c.ID == "" {
+		return memory.FieldError{Field: "id", Problem: "is empty (candidate ids are deterministic per workflow)"}
+	}
+	if c.EventID == "" {
+		return memory.FieldError{Field: "event_id", Problem: "is empty"}
+	}
+	if !c.MemoryType.Valid() {
+		return memory.FieldError{Field: "memory_type", Problem: fmt.Sprintf("unknown value %q", c.MemoryType)}
+	}
+	ref := memory.ScopeRef{Scope: c.Scope, DepartmentID: c.DepartmentID, UserID: c.UserID, AgentID: c.AgentID, SessionID: c.SessionID, TaskID: c.TaskID}
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	if !c.Origin.Valid() {
+		return memory.FieldError{Field: "origin", Problem: fmt.Sprintf("unknown value %q (allowed: STATED, INFERRED)", c.Origin)}
+	}
+	if c.Confidence < 0 || c.Confidence > 1 {
+		return memory.FieldError{Field: "confidence", Problem: fmt.Sprintf("%.3f is outside [0, 1]", c.Confidence)}
+	}
+	if c.Status == "" {
+		c.Status = memory.CandidatePending
+	}
+	if !c.Status.Valid() {
+		return memory.FieldError{Field: "status", Problem: fmt.Sprintf("unknown value %q", c.Status)}
+	}
+	if len(c.Attributes) == 0 {
+		c.Attributes = json.RawMessage("{}")
+	}
+	if len(c.Relations) == 0 {
+		c.Relations = json.RawMessage("[]")
+	}
+	return nil
+}
+
+// UpsertCandidate inserts a candidate or, when its id exists (a retried commit),
+// updates its governance outcome. Idempotent by candidate id.
+func UpsertCandidate(ctx context.Context, db bun.IDB, tenantID string, c *Candidate) error {
+	c.TenantID = tenantID
+	if err := c.validate(); err != nil {
+		return err
+	}
+	_, err := db.NewInsert().Model(c).
+		On("CONFLICT (id) DO UPDATE").
+		Set("status = EXCLUDED.status, action = EXCLUDED.action, reason = EXCLUDED.reason, fact_id = EXCLUDED.fact_id, memory_key = EXCLUDED.memory_key, object = EXCLUDED.object, content = EXCLUDED.content, confidence = EXCLUDED.confidence, reviewer = EXCLUDED.reviewer, review_note = EXCLUDED.review_note, reviewed_at = EXCLUDED.reviewed_at, updated_at = now()").
+		Where("candidate.tenant_id = EXCLUDED.tenant_id").
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("upsert candidate: %w", err)
+	}
+	return nil
+}
+
+// LinkCandidateEvidence links a candidate to evidence.
+func LinkCandidateEvidence(ctx context.Context, db bun.IDB, tenantID, candidateID, evidenceID string, rel memory.EvidenceRelation) error {
+	if err := checkTenant(tenantID); err != nil {
+		return err
+	}
+	if rel != memory.RelSupport && rel != memory.RelConflict && rel != memory.RelReference {
+		return memory.FieldError{Field: "relation", Problem: fmt.Sprintf("unknown value %q (allowed: SUPPORT, CONFLICT, REFERENCE)", rel)}
+	}
+	_, err := db.NewInsert().Table("candidate_evidence").
+		Value("tenant_id", "?", tenantID).Value("candidate_id", "?", candidateID).
+		Value("evidence_id", "?", evidenceID).Value("relation", "?", string(rel)).
+		On("CONFLICT DO NOTHING").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("link candidate evidence: %w", err)
+	}
+	return nil
+}
+
+// GetCandidate loads one candidate of the tenant.
+func (s *Store) GetCandidate(ctx context.Context, tenantID, id string) (*Candidate, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	c := new(Candidate)
+	err := s.db.NewSelect().Model(c).Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	return c, notFound(err)
+}
+
+// ListCandidates lists a tenant's candidates, optionally of one status or event.
+func (s *Store) ListCandidates(ctx context.Context, tenantID string, status memory.CandidateStatus, eventID string, limit int) ([]Candidate, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Candidate
+	q := s.db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
+	if status != "" {
+		q = q.Where("status = ?", status)
+	}
+	if eventID != "" {
+		q = q.Where("event_id = ?", eventID)
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	err := q.Order("created_at").Limit(int64(limit)).Scan(ctx)
+	return out, err
+}

@@ -1,0 +1,5 @@
+package storage
+
+import "database/sql"
+
+var errNoRows = sql.ErrNoRows

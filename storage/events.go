@@ -1,0 +1,263 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pgvector/pgvector-go"
+	"github.com/uptrace/bun"
+
+	"github.com/engramhq/engram/memory"
+)
+
+// Event is what happened: one message, tool result, system event or document.
+// Events are append-only apart from their processing status.
+type Event struct {
+	bun.BaseModel `bun:"table:events"`
+
+	TenantID       string          `bun:"tenant_id,notnull"`
+	ID             string          `bun:"id,pk,type:uuid"`
+	IdempotencyKey string          `bun:"idempotency_key,notnull"`
+	ContentHash    string          `bun:"content_hash,notnull"`
+	ActorType      string          `bun:"actor_type,notnull"`
+	ActorID        string          `bun:"actor_id,notnull"`
+	UserID         string          `bun:"user_id,notnull"`
+	DepartmentID   string          `bun:"department_id,notnull"`
+	AgentID        string          `bun:"agent_id,notnull"`
+	SessionID      string          `bun:"session_id,notnull"`
+	TaskID         string          `bun:"task_id,notnull"`
+	EventType      string          `bun:"event_type,notnull"`
+	Source         string          `bun:"source,notnull"`
+	SchemaName     string          `bun:"schema_name,notnull"`
+	Content        string          `bun:"content,notnull"`
+	Payload        json.RawMessage `bun:"payload,type:jsonb,notnull"`
+	Status         string          `bun:"status,notnull"`
+	StatusReason   string          `bun:"status_reason,notnull"`
+	WorkflowID     string          `bun:"workflow_id,notnull"`
+	OccurredAt     time.Time       `bun:"occurred_at,notnull"`
+	ReceivedAt     time.Time       `bun:"received_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// Event types, actor types and statuses accepted by the events table.
+var (
+	EventTypes    = []string{"MESSAGE", "TOOL_RESULT", "SYSTEM_EVENT", "DOCUMENT"}
+	ActorTypes    = []string{"USER", "AGENT", "SYSTEM", "TOOL"}
+	EventStatuses = []string{"RECEIVED", "PROCESSING", "COMMITTED", "PENDING_REVIEW", "UNPARSED", "FAILED"}
+	EvidenceKinds = []string{"TURN", "DOCUMENT", "TOOL_RESULT", "API_RESPONSE", "SYSTEM"}
+)
+
+// Evidence is the raw basis of memory: a turn, a document, a tool result.
+type Evidence struct {
+	bun.BaseModel `bun:"table:evidence"`
+
+	TenantID      string           `bun:"tenant_id,notnull"`
+	ID            string           `bun:"id,pk,type:uuid"`
+	EventID       string           `bun:"event_id,type:uuid,notnull"`
+	Kind          string           `bun:"kind,notnull"`
+	Content       string           `bun:"content,notnull"`
+	Locator       string           `bun:"locator,notnull"`
+	SourceVersion string           `bun:"source_version,notnull"`
+	Speaker       string           `bun:"speaker,notnull"`
+	UserID        string           `bun:"user_id,notnull"`
+	DepartmentID  string           `bun:"department_id,notnull"`
+	AgentID       string           `bun:"agent_id,notnull"`
+	SessionID     string           `bun:"session_id,notnull"`
+	TaskID        string           `bun:"task_id,notnull"`
+	OccurredAt    time.Time        `bun:"occurred_at,notnull"`
+	Importance    float32          `bun:"importance,notnull"`
+	KeyID         string           `bun:"key_id,notnull"`
+	Embedding     *pgvector.Vector `bun:"embedding,type:vector(512)"`
+	CreatedAt     time.Time        `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+}
+
+func oneOf(field, v string, allowed []string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return memory.FieldError{Field: field, Problem: fmt.Sprintf("unknown value %q (allowed: %s)", v, strings.Join(allowed, ", "))}
+}
+
+// HashEventContent is the fingerprint used to tell a retry (same content) from a
+// conflicting reuse of an idempotency key.
+func HashEventContent(e *Event) string {
+	h := sha256.New()
+	for _, s := range []string{e.ActorType, e.ActorID, e.UserID, e.DepartmentID, e.AgentID, e.SessionID, e.TaskID, e.EventType, e.Source, e.Content, string(e.Payload), e.OccurredAt.UTC().Format(time.RFC3339Nano)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (e *Event) validate() error {
+	if err := checkTenant(e.TenantID); err != nil {
+		return err
+	}
+	if strings.TrimSpace(e.IdempotencyKey) == "" {
+		return memory.FieldError{Field: "idempotency_key", Problem: "is empty"}
+	}
+	if len(e.IdempotencyKey) > 200 {
+		return memory.FieldError{Field: "idempotency_key", Problem: "longer than 200 characters"}
+	}
+	if err := oneOf("actor_type", e.ActorType, ActorTypes); err != nil {
+		return err
+	}
+	if err := oneOf("event_type", e.EventType, EventTypes); err != nil {
+		return err
+	}
+	if e.OccurredAt.IsZero() {
+		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
+	}
+	if e.Status == "" {
+		e.Status = "RECEIVED"
+	}
+	if err := oneOf("status", e.Status, EventStatuses); err != nil {
+		return err
+	}
+	if len(e.Payload) == 0 {
+		e.Payload = json.RawMessage("{}")
+	} else if !json.Valid(e.Payload) {
+		return memory.FieldError{Field: "payload", Problem: "is not valid JSON"}
+	}
+	return nil
+}
+
+// InsertEvent records an event once per (tenant, idempotency key). A second call
+// with the same key and content returns the stored event and created=false; the
+// same key with different content returns ErrIdempotencyConflict.
+func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (stored *Event, created bool, err error) {
+	e.TenantID = tenantID
+	if err := e.validate(); err != nil {
+		return nil, false, err
+	}
+	e.ContentHash = HashEventContent(e)
+	q := s.db.NewInsert().Model(e).On("CONFLICT (tenant_id, idempotency_key) DO NOTHING").Returning("*")
+	if e.ID == "" {
+		q = q.ExcludeColumn("id")
+	}
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("insert event: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return e, true, nil
+	}
+	existing := new(Event)
+	err = s.db.NewSelect().Model(existing).
+		Where("tenant_id = ? AND idempotency_key = ?", tenantID, e.IdempotencyKey).Scan(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("load event by idempotency key: %w", err)
+	}
+	if existing.ContentHash != e.ContentHash {
+		return existing, false, ErrIdempotencyConflict
+	}
+	return existing, false, nil
+}
+
+// GetEvent loads one event of the tenant.
+func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	e := new(Event)
+	err := s.db.NewSelect().Model(e).Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	return e, notFound(err)
+}
+
+// SetEventStatus records the processing outcome of an event.
+func (s *Store) SetEventStatus(ctx context.Context, tenantID, id, status, reason string) error {
+	if err := checkTenant(tenantID); err != nil {
+		return err
+	}
+	if err := oneOf("status", status, EventStatuses); err != nil {
+		return err
+	}
+	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", status, reason).
+		Where("tenant_id = ? AND id = ?", tenantID, id).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set event status: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func validateEmbedding(field string, v *pgvector.Vector) error {
+	if v == nil {
+		return nil
+	}
+	if n := len(v.Slice()); n != EmbeddingDim {
+		return memory.FieldError{Field: field, Problem: fmt.Sprintf("has %d dimensions, the database stores %d", n, EmbeddingDim)}
+	}
+	return nil
+}
+
+// InsertEvidence stores evidence for an event of the same tenant. It is idempotent
+// on (event, locator): a retry returns the stored row.
+func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidence, searchText string) (*Evidence, error) {
+	ev.TenantID = tenantID
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	if ev.EventID == "" {
+		return nil, memory.FieldError{Field: "event_id", Problem: "is empty"}
+	}
+	if err := oneOf("kind", ev.Kind, EvidenceKinds); err != nil {
+		return nil, err
+	}
+	if ev.OccurredAt.IsZero() {
+		return nil, memory.FieldError{Field: "occurred_at", Problem: "is missing"}
+	}
+	if ev.Importance == 0 {
+		ev.Importance = 0.3
+	}
+	if err := validateEmbedding("embedding", ev.Embedding); err != nil {
+		return nil, err
+	}
+	q := s.db.NewInsert().Model(ev).
+		Value("search", "to_tsvector('english', ?)", searchText).
+		On("CONFLICT (tenant_id, event_id, locator) DO NOTHING").Returning("id")
+	if ev.ID == "" {
+		q = q.ExcludeColumn("id")
+	}
+	res, err := q.Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert evidence: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return ev, nil
+	}
+	existing := new(Evidence)
+	err = s.db.NewSelect().Model(existing).
+		Where("tenant_id = ? AND event_id = ? AND locator = ?", tenantID, ev.EventID, ev.Locator).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load evidence: %w", err)
+	}
+	return existing, nil
+}
+
+// EvidenceForEvent lists an event's evidence.
+func (s *Store) EvidenceForEvent(ctx context.Context, tenantID, eventID string) ([]Evidence, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Evidence
+	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND event_id = ?", tenantID, eventID).Order("created_at").Scan(ctx)
+	return out, err
+}
+
+func notFound(err error) error {
+	if err != nil && errors.Is(err, errNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,374 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pgvector/pgvector-go"
+	"github.com/uptrace/bun"
+
+	"github.com/engramhq/engram/memory"
+)
+
+// Fact is one revision of a governed memory. A change never overwrites a row: it
+// writes revision n+1 and closes revision n.
+type Fact struct {
+	bun.BaseModel `bun:"table:facts"`
+
+	TenantID          string            `bun:"tenant_id,notnull"`
+	ID                string            `bun:"id,pk,type:uuid"`
+	MemoryKey         string            `bun:"memory_key,notnull"`
+	Revision          int               `bun:"revision,notnull"`
+	OwnerType         string            `bun:"owner_type,notnull"`
+	OwnerID           string            `bun:"owner_id,notnull"`
+	Scope             memory.Scope      `bun:"scope,notnull"`
+	DepartmentID      string            `bun:"department_id,notnull"`
+	UserID            string            `bun:"user_id,notnull"`
+	AgentID           string            `bun:"agent_id,notnull"`
+	SessionID         string            `bun:"session_id,notnull"`
+	TaskID            string            `bun:"task_id,notnull"`
+	MemoryType        memory.MemoryType `bun:"memory_type,notnull"`
+	Subject           string            `bun:"subject,notnull"`
+	Predicate         string            `bun:"predicate,notnull"`
+	Object            string            `bun:"object,notnull"`
+	Content           string            `bun:"content,notnull"`
+	Attributes        json.RawMessage   `bun:"attributes,type:jsonb,notnull"`
+	EntityType        string            `bun:"entity_type,notnull"`
+	EntityID          string            `bun:"entity_id,notnull"`
+	Status            memory.FactStatus `bun:"status,notnull"`
+	Origin            memory.Origin     `bun:"origin,notnull"`
+	Confidence        float64           `bun:"confidence,notnull"`
+	Importance        float64           `bun:"importance,notnull"`
+	ValidFrom         time.Time         `bun:"valid_from,notnull"`
+	ValidUntil        *time.Time        `bun:"valid_until"`
+	ObservedAt        time.Time         `bun:"observed_at,notnull"`
+	SupersedesID      *string           `bun:"supersedes_id,type:uuid"`
+	SourceCandidateID *string           `bun:"source_candidate_id,type:uuid"`
+	SchemaName        string            `bun:"schema_name,notnull"`
+	SchemaVersion     int               `bun:"schema_version,notnull"`
+	Reason            string            `bun:"reason,notnull"`
+	KeyID             string            `bun:"key_id,notnull"`
+	Embedding         *pgvector.Vector  `bun:"embedding,type:vector(512)"`
+	AccessCount       int64             `bun:"access_count,notnull"`
+	LastAccessedAt    *time.Time        `bun:"last_accessed_at"`
+	RecordedAt        time.Time         `bun:"recorded_at,nullzero,notnull,default:current_timestamp"`
+	ClosedAt          *time.Time        `bun:"closed_at"`
+}
+
+// ScopeRef returns the fact's scope with its ids.
+func (f *Fact) ScopeRef() memory.ScopeRef {
+	return memory.ScopeRef{Scope: f.Scope, DepartmentID: f.DepartmentID, UserID: f.UserID, AgentID: f.AgentID, SessionID: f.SessionID, TaskID: f.TaskID}
+}
+
+// WriteMode says how a new revision relates to the current one.
+type WriteMode int
+
+const (
+	// WriteCurrent makes the new revision the ACTIVE one and closes the previous.
+	WriteCurrent WriteMode = iota
+	// WriteHistorical inserts a revision that was true before the current one (a
+	// late-arriving older event); the current revision stays ACTIVE.
+	WriteHistorical
+)
+
+func (f *Fact) validate() error {
+	if err := checkTenant(f.TenantID); err != nil {
+		return err
+	}
+	if strings.TrimSpace(f.MemoryKey) == "" {
+		return memory.FieldError{Field: "memory_key", Problem: "is empty"}
+	}
+	if err := f.ScopeRef().Validate(); err != nil {
+		return err
+	}
+	if !f.MemoryType.Valid() {
+		return memory.FieldError{Field: "memory_type", Problem: fmt.Sprintf("unknown value %q", f.MemoryType)}
+	}
+	if f.Origin == "" {
+		f.Origin = memory.OriginStated
+	}
+	if !f.Origin.Valid() {
+		return memory.FieldError{Field: "origin", Problem: fmt.Sprintf("unknown value %q (allowed: STATED, INFERRED)", f.Origin)}
+	}
+	if strings.TrimSpace(f.Content) == "" {
+		return memory.FieldError{Field: "content", Problem: "is empty"}
+	}
+	if f.Confidence < 0 || f.Confidence > 1 {
+		return memory.FieldError{Field: "confidence", Problem: fmt.Sprintf("%.3f is outside [0, 1]", f.Confidence)}
+	}
+	if f.Importance == 0 {
+		f.Importance = 0.5
+	}
+	if f.Importance < 0 || f.Importance > 1 {
+		return memory.FieldError{Field: "importance", Problem: fmt.Sprintf("%.3f is outside [0, 1]", f.Importance)}
+	}
+	if f.ValidFrom.IsZero() {
+		return memory.FieldError{Field: "valid_from", Problem: "is missing"}
+	}
+	if f.ValidUntil != nil && f.ValidUntil.Before(f.ValidFrom) {
+		return memory.FieldError{Field: "valid_until", Problem: "is before valid_from"}
+	}
+	if f.ObservedAt.IsZero() {
+		f.ObservedAt = f.ValidFrom
+	}
+	if len(f.Attributes) == 0 {
+		f.Attributes = json.RawMessage("{}")
+	} else if !json.Valid(f.Attributes) {
+		return memory.FieldError{Field: "attributes", Problem: "is not valid JSON"}
+	}
+	return validateEmbedding("embedding", f.Embedding)
+}
+
+// lockKey serialises writers of one memory key for the rest of the transaction, so
+// concurrent writers never both see "no ACTIVE revision".
+func lockKey(ctx context.Context, db bun.IDB, tenantID, memoryKey string) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", tenantID+"\x1f"+memoryKey)
+	return err
+}
+
+// CurrentFact returns the ACTIVE revision of a memory key, or ErrNotFound.
+func CurrentFact(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (*Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	f := new(Fact)
+	err := db.NewSelect().Model(f).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ? AND status = 'ACTIVE'", tenantID, memoryKey).Scan(ctx)
+	return f, notFound(err)
+}
+
+// WriteFactRevision writes f as the next revision of its memory key inside db,
+// which should be a transaction (commit writes everything in one). With
+// WriteCurrent the previous ACTIVE revision is closed (SUPERSEDED, valid_until set);
+// with WriteHistorical f is stored closed, ending where the next revision begins.
+func WriteFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact, mode WriteMode, searchText string) (*Fact, error) {
+	f.TenantID = tenantID
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	if err := lockKey(ctx, db, tenantID, f.MemoryKey); err != nil {
+		return nil, fmt.Errorf("lock memory key: %w", err)
+	}
+	var maxRev int
+	if err := db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
+		Where("tenant_id = ? AND memory_key = ?", tenantID, f.MemoryKey).Scan(ctx, &maxRev); err != nil {
+		return nil, fmt.Errorf("read revisions: %w", err)
+	}
+	f.Revision = maxRev + 1
+	now := time.Now().UTC()
+	switch mode {
+	case WriteCurrent:
+		cur, err := CurrentFact(ctx, db, tenantID, f.MemoryKey)
+		if err != nil && err != ErrNotFound {
+			return nil, err
+		}
+		if err == nil {
+			end := f.ValidFrom
+			if end.Before(cur.ValidFrom) {
+				end = cur.ValidFrom
+			}
+			if _, err := db.NewUpdate().Model((*Fact)(nil)).
+				Set("status = 'SUPERSEDED', valid_until = ?, closed_at = ?", end, now).
+				Where("tenant_id = ? AND id = ?", tenantID, cur.ID).Exec(ctx); err != nil {
+				return nil, fmt.Errorf("close revision %d: %w", cur.Revision, err)
+			}
+			f.SupersedesID = &cur.ID
+		}
+		if f.Status == "" {
+			f.Status = memory.FactActive
+		}
+	case WriteHistorical:
+		// The historical revision ends where the first later revision begins.
+		var next Fact
+		err := db.NewSelect().Model(&next).Column("id", "valid_from").
+			Where("tenant_id = ? AND memory_key = ? AND valid_from > ?", tenantID, f.MemoryKey, f.ValidFrom).
+			Order("valid_from ASC").Limit(1).Scan(ctx)
+		if err == nil {
+			vu := next.ValidFrom
+			f.ValidUntil = &vu
+		} else if notFound(err) != ErrNotFound {
+			return nil, fmt.Errorf("find next revision: %w", err)
+		}
+		f.Status = memory.FactSuperseded
+		f.ClosedAt = &now
+	default:
+		return nil, fmt.Errorf("unknown write mode %d", mode)
+	}
+	if !f.Status.Valid() {
+		return nil, memory.FieldError{Field: "status", Problem: fmt.Sprintf("unknown value %q", f.Status)}
+	}
+	q := db.NewInsert().Model(f).Value("search", "to_tsvector('english', ?)", searchText).Returning("id, recorded_at")
+	if f.ID == "" {
+		q = q.ExcludeColumn("id")
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("insert fact revision: %w", err)
+	}
+	return f, nil
+}
+
+// WriteFact is WriteFactRevision in its own transaction.
+func (s *Store) WriteFact(ctx context.Context, tenantID string, f *Fact, mode WriteMode, searchText string) (*Fact, error) {
+	var out *Fact
+	err := s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		out, err = WriteFactRevision(ctx, tx, tenantID, f, mode, searchText)
+		return err
+	})
+	return out, err
+}
+
+// CloseFact ends the ACTIVE revision of a key with the given status (INVALIDATED
+// on retraction, EXPIRED when its validity passed) at time at.
+func CloseFact(ctx context.Context, db bun.IDB, tenantID, memoryKey string, status memory.FactStatus, at time.Time, reason string) (*Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	if status != memory.FactInvalidated && status != memory.FactExpired {
+		return nil, memory.FieldError{Field: "status", Problem: fmt.Sprintf("%q cannot close a fact (allowed: INVALIDATED, EXPIRED)", status)}
+	}
+	if err := lockKey(ctx, db, tenantID, memoryKey); err != nil {
+		return nil, err
+	}
+	cur, err := CurrentFact(ctx, db, tenantID, memoryKey)
+	if err != nil {
+		return nil, err
+	}
+	end := at
+	if end.Before(cur.ValidFrom) {
+		end = cur.ValidFrom
+	}
+	if cur.ValidUntil != nil && cur.ValidUntil.Before(end) {
+		end = *cur.ValidUntil
+	}
+	now := time.Now().UTC()
+	_, err = db.NewUpdate().Model((*Fact)(nil)).
+		Set("status = ?, valid_until = ?, closed_at = ?, reason = ?", status, end, now, reason).
+		Where("tenant_id = ? AND id = ?", tenantID, cur.ID).Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("close fact: %w", err)
+	}
+	cur.Status, cur.ValidUntil, cur.ClosedAt, cur.Reason = status, &end, &now, reason
+	return cur, nil
+}
+
+// LinkFactEvidence records that evidence supports (or conflicts with) a fact.
+func LinkFactEvidence(ctx context.Context, db bun.IDB, tenantID, factID, evidenceID string, rel memory.EvidenceRelation) error {
+	if err := checkTenant(tenantID); err != nil {
+		return err
+	}
+	if rel == "" {
+		rel = memory.RelSupport
+	}
+	_, err := db.NewInsert().Table("fact_evidence").
+		Value("tenant_id", "?", tenantID).Value("fact_id", "?", factID).
+		Value("evidence_id", "?", evidenceID).Value("relation", "?", string(rel)).
+		On("CONFLICT DO NOTHING").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("link fact evidence: %w", err)
+	}
+	return nil
+}
+
+// FactEvidenceIDs lists the evidence ids behind a fact.
+func (s *Store) FactEvidenceIDs(ctx context.Context, tenantID, factID string) ([]string, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.db.NewSelect().Table("fact_evidence").Column("evidence_id").
+		Where("tenant_id = ? AND fact_id = ?", tenantID, factID).Order("created_at").Scan(ctx, &ids)
+	return ids, err
+}
+
+// GetFact loads one fact revision of the tenant.
+func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	f := new(Fact)
+	err := s.db.NewSelect().Model(f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	return f, notFound(err)
+}
+
+// FactHistory returns every revision of a memory key, oldest first by validity.
+func (s *Store) FactHistory(ctx context.Context, tenantID, memoryKey string) ([]Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Fact
+	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey).
+		Order("valid_from ASC", "revision ASC").Scan(ctx)
+	return out, err
+}
+
+// FactFilter narrows fact listings. Empty fields do not filter.
+type FactFilter struct {
+	UserID    string
+	TaskID    string
+	MemoryKey string
+	Predicate string
+	Scope     memory.Scope
+	Statuses  []memory.FactStatus
+	Limit     int
+}
+
+func (ff FactFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
+	if ff.UserID != "" {
+		q = q.Where("user_id = ?", ff.UserID)
+	}
+	if ff.TaskID != "" {
+		q = q.Where("task_id = ?", ff.TaskID)
+	}
+	if ff.MemoryKey != "" {
+		q = q.Where("memory_key = ?", ff.MemoryKey)
+	}
+	if ff.Predicate != "" {
+		q = q.Where("predicate = ?", ff.Predicate)
+	}
+	if ff.Scope != "" {
+		q = q.Where("scope = ?", ff.Scope)
+	}
+	if len(ff.Statuses) > 0 {
+		q = q.Where("status IN (?)", bun.In(ff.Statuses))
+	}
+	limit := ff.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	return q.Limit(int64(limit))
+}
+
+// ListFacts lists facts of the tenant, newest first.
+func (s *Store) ListFacts(ctx context.Context, tenantID string, ff FactFilter) ([]Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Fact
+	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
+	err := ff.apply(q).Order("recorded_at DESC", "revision DESC").Scan(ctx)
+	return out, err
+}
+
+// FactsAsOf returns the revisions that were valid at time t: valid_from <= t and
+// (valid_until is null or valid_until > t). A retracted fact was believed until its
+// retraction, so its closed window still answers questions about earlier times.
+func (s *Store) FactsAsOf(ctx context.Context, tenantID string, t time.Time, ff FactFilter) ([]Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	if t.IsZero() {
+		return nil, memory.FieldError{Field: "as_of", Problem: "is missing"}
+	}
+	var out []Fact
+	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ?", tenantID).
+		Where("valid_from <= ?", t).
+		Where("(valid_until IS NULL OR valid_until > ?)", t)
+	err := ff.apply(q).Order("memory_key", "revision DESC").Scan(ctx)
+	return out, err
+}

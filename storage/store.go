@@ -1,0 +1,134 @@
+// Package storage is Engram's source of truth: bun models, migrations and
+// repositories over Postgres with pgvector. Every method takes the tenant and
+// filters by it; nothing here trusts a tenant id found inside a request body.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/migrate"
+
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage/migrations"
+)
+
+// EmbeddingDim is the dimension of every embedding column. The database records it
+// in settings; Open refuses a database whose dimension differs.
+const EmbeddingDim = 512
+
+// ErrNotFound is returned when a row does not exist for the caller's tenant.
+var ErrNotFound = errors.New("not found")
+
+// ErrIdempotencyConflict is returned when an idempotency key is reused with
+// different content.
+var ErrIdempotencyConflict = errors.New("idempotency key already used with different content")
+
+// Store wraps the bun database handle.
+type Store struct {
+	db *bun.DB
+}
+
+// Open connects to Postgres. It does not migrate; call Migrate for that.
+func Open(ctx context.Context, url string) (*Store, error) {
+	if strings.TrimSpace(url) == "" {
+		return nil, memory.FieldError{Field: "ENGRAM_DATABASE_URL", Problem: "is empty"}
+	}
+	conn := pgdriver.NewConnector(pgdriver.WithDSN(url), pgdriver.WithTimeout(10*time.Second))
+	sqldb := sql.OpenDB(conn)
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(16)
+	sqldb.SetConnMaxIdleTime(5 * time.Minute)
+	db := bun.NewDB(sqldb, pgdialect.New())
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// DB exposes the handle for packages that build their own queries (recall).
+func (s *Store) DB() *bun.DB { return s.db }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Migrate applies pending migrations under bun's migration lock and checks the
+// embedding dimension. It returns the names of the migrations applied.
+func (s *Store) Migrate(ctx context.Context) ([]string, error) {
+	m := migrate.NewMigrator(s.db, migrations.Migrations)
+	if err := m.Init(ctx); err != nil {
+		return nil, fmt.Errorf("init migrations: %w", err)
+	}
+	if err := m.Lock(ctx); err != nil {
+		return nil, fmt.Errorf("lock migrations: %w", err)
+	}
+	defer m.Unlock(ctx) //nolint:errcheck
+	group, err := m.Migrate(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	var names []string
+	for _, mg := range group.Migrations {
+		names = append(names, mg.Name)
+	}
+	if err := s.CheckEmbeddingDim(ctx, EmbeddingDim); err != nil {
+		return names, err
+	}
+	return names, nil
+}
+
+// CheckEmbeddingDim verifies that the database was created for vectors of dim.
+func (s *Store) CheckEmbeddingDim(ctx context.Context, dim int) error {
+	var v string
+	err := s.db.NewSelect().Table("settings").Column("value").Where("key = 'embedding_dim'").Scan(ctx, &v)
+	if err != nil {
+		return fmt.Errorf("read embedding_dim: %w", err)
+	}
+	if got, _ := strconv.Atoi(v); got != dim {
+		return fmt.Errorf("database embedding dimension is %s, the engine uses %d: re-create the database or configure an embedder of that dimension", v, dim)
+	}
+	return nil
+}
+
+// MigrationStatus lists applied and pending migrations.
+func (s *Store) MigrationStatus(ctx context.Context) (applied, pending []string, err error) {
+	m := migrate.NewMigrator(s.db, migrations.Migrations)
+	if err := m.Init(ctx); err != nil {
+		return nil, nil, err
+	}
+	ms, err := m.MigrationsWithStatus(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, mg := range ms {
+		if mg.IsApplied() {
+			applied = append(applied, mg.Name)
+		} else {
+			pending = append(pending, mg.Name)
+		}
+	}
+	return applied, pending, nil
+}
+
+func checkTenant(tenantID string) error {
+	if strings.TrimSpace(tenantID) == "" {
+		return memory.FieldError{Field: "tenant_id", Problem: "is empty"}
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.db.RunInTx(ctx, nil, fn)
+}
