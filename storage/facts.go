@@ -122,6 +122,12 @@ func (f *Fact) validate() error {
 	return validateEmbedding("embedding", f.Embedding)
 }
 
+// LockMemoryKey serialises writers of one memory key until the transaction ends;
+// read the existing revisions after taking it so a decision sees the latest state.
+func LockMemoryKey(ctx context.Context, tx bun.IDB, tenantID, memoryKey string) error {
+	return lockKey(ctx, tx, tenantID, memoryKey)
+}
+
 // lockKey serialises writers of one memory key for the rest of the transaction, so
 // concurrent writers never both see "no ACTIVE revision".
 func lockKey(ctx context.Context, db bun.IDB, tenantID, memoryKey string) error {
@@ -371,4 +377,61 @@ func (s *Store) FactsAsOf(ctx context.Context, tenantID string, t time.Time, ff 
 		Where("(valid_until IS NULL OR valid_until > ?)", t)
 	err := ff.apply(q).Order("memory_key", "revision DESC").Scan(ctx)
 	return out, err
+}
+
+// Revisions lists every revision of a memory key through db (a transaction when the
+// caller holds the key's lock).
+func Revisions(ctx context.Context, db bun.IDB, tenantID, memoryKey string) ([]Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Fact
+	err := db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey).
+		Order("valid_from ASC", "revision ASC").Scan(ctx)
+	return out, err
+}
+
+// ActiveBySubjectPredicate lists ACTIVE facts of one subject and predicate that a
+// user can see (any scope), so governance can show broader-scope values that stay.
+func ActiveBySubjectPredicate(ctx context.Context, db bun.IDB, tenantID, userID, subject, predicate string) ([]Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var out []Fact
+	err := db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND status = 'ACTIVE' AND predicate = ? AND lower(subject) = lower(?)", tenantID, predicate, subject).
+		Where("(user_id = ? OR scope IN ('TENANT', 'DEPARTMENT'))", userID).
+		Limit(50).Scan(ctx)
+	return out, err
+}
+
+// RaiseConfidence sets a fact's confidence (a duplicate statement strengthens it).
+func RaiseConfidence(ctx context.Context, db bun.IDB, tenantID, factID string, confidence float64) error {
+	if confidence < 0 || confidence > 1 {
+		return memory.FieldError{Field: "confidence", Problem: fmt.Sprintf("%.3f is outside [0, 1]", confidence)}
+	}
+	_, err := db.NewUpdate().Model((*Fact)(nil)).Set("confidence = greatest(confidence, ?)", confidence).
+		Where("tenant_id = ? AND id = ?", tenantID, factID).Exec(ctx)
+	return err
+}
+
+// SetFactEmbedding stores a fact's vector.
+func (s *Store) SetFactEmbedding(ctx context.Context, tenantID, factID string, v pgvector.Vector) error {
+	if err := validateEmbedding("embedding", &v); err != nil {
+		return err
+	}
+	_, err := s.db.NewUpdate().Model((*Fact)(nil)).Set("embedding = ?", v).
+		Where("tenant_id = ? AND id = ?", tenantID, factID).Exec(ctx)
+	return err
+}
+
+// SetEvidenceEmbedding stores an evidence row's vector.
+func (s *Store) SetEvidenceEmbedding(ctx context.Context, tenantID, evidenceID string, v pgvector.Vector) error {
+	if err := validateEmbedding("embedding", &v); err != nil {
+		return err
+	}
+	_, err := s.db.NewUpdate().Model((*Evidence)(nil)).Set("embedding = ?", v).
+		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Exec(ctx)
+	return err
 }

@@ -1,0 +1,55 @@
+// Command engram is Engram's one binary: migrate, worker, ingest, facts, version.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := rootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "engram:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "engram",
+		Short:         "Engram: a durable memory engine for LLM agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd())
+	return root
+}
+
+func logger() *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("ENGRAM_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "engram %s\n", version)
+		},
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/storage"
+)
+
+func migrateCmd() *cobra.Command {
+	var status bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply database migrations (ENGRAM_DATABASE_URL)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.FromEnv()
+			if err != nil {
+				return err
+			}
+			st, err := storage.Open(cmd.Context(), cfg.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out := cmd.OutOrStdout()
+			if status {
+				applied, pending, err := st.MigrationStatus(cmd.Context())
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(tw, "MIGRATION\tSTATE")
+				for _, m := range applied {
+					fmt.Fprintf(tw, "%s\tapplied\n", m)
+				}
+				for _, m := range pending {
+					fmt.Fprintf(tw, "%s\tpending\n", m)
+				}
+				return tw.Flush()
+			}
+			names, err := st.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				fmt.Fprintln(out, "database is up to date")
+			}
+			for _, n := range names {
+				fmt.Fprintf(out, "applied %s\n", n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&status, "status", false, "list applied and pending migrations instead of applying")
+	return cmd
+}

@@ -1,0 +1,334 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+)
+
+// Activity options of the write path. Each step has its own timeout and retry
+// policy; errors retrying cannot fix are listed as non-retryable.
+func dbActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 20, NonRetryableErrorTypes: activities.NonRetryable,
+		},
+	})
+}
+
+func extractActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 90 * time.Second, // one LLM call, with the client's own timeout inside
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 5, NonRetryableErrorTypes: activities.NonRetryable,
+		},
+	})
+}
+
+// MemoryWrite turns one event into governed memory: record → extract → validate
+// (re-extract with the errors, bounded) → govern → commit what is trusted → await
+// review of the rest → commit it → index. Its id comes from tenant + idempotency
+// key, so a retried Ingest never writes twice.
+func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, error) {
+	ev := in.Event
+	if err := ev.Validate(); err != nil {
+		return MemoryWriteResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, err)
+	}
+	in = withDefaults(in)
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		SearchAttrTenant.ValueSet(ev.TenantID), SearchAttrKind.ValueSet(WriteKind),
+		SearchAttrSubject.ValueSet(ev.UserID), SearchAttrReview.ValueSet(ReviewNone))
+	// The review signal is registered up front so the Web UI lists it.
+	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
+	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
+	if err := workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil }); err != nil {
+		return MemoryWriteResult{}, err
+	}
+	w, err := writeEvent(ctx, in, ev)
+	if err != nil || w.res.Status != WriteCommitted {
+		return w.res, err
+	}
+	if len(w.pending) > 0 {
+		if err := awaitReview(ctx, reviewCh, rv, w.pending, in.ReviewTimeout); err != nil {
+			return w.res, err
+		}
+		if err := w.commit(ctx, in.Event, w.pending, rv.verdicts); err != nil {
+			return w.res, err
+		}
+	}
+	return w.res, nil
+}
+
+func withDefaults(in MemoryWriteInput) MemoryWriteInput {
+	if in.ExtractAttempts <= 0 {
+		in.ExtractAttempts = 3
+	}
+	if in.ReviewTimeout <= 0 {
+		in.ReviewTimeout = 72 * time.Hour
+	}
+	return in
+}
+
+// written is one event's progress through the write path.
+type written struct {
+	rec     activities.RecordResult
+	res     MemoryWriteResult
+	pending []pendingItem
+}
+
+// pendingItem is a candidate awaiting review, with the event it came from.
+type pendingItem struct {
+	item     activities.Governed
+	evidence string
+}
+
+// writeEvent runs record → extract/validate → govern → commit of the trusted
+// candidates for one event; candidates that need a human are returned pending.
+func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestEvent) (*written, error) {
+	var a *activities.MemoryActivities
+	logger := workflow.GetLogger(ctx)
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	w := &written{}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Record, activities.RecordInput{Event: ev, WorkflowID: wfID}).Get(ctx, &w.rec); err != nil {
+		return w, err
+	}
+	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
+	markUnparsed := func(reason string) (*written, error) {
+		w.res.Status, w.res.Reason = WriteUnparsed, reason
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, activities.MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "UNPARSED", Reason: reason}).Get(ctx, nil)
+		return w, err
+	}
+
+	var cands []memory.Candidate
+	var feedback []string
+	for attempt := 1; attempt <= in.ExtractAttempts; attempt++ {
+		w.res.Attempts = attempt
+		var out llm.ExtractOutput
+		err := workflow.ExecuteActivity(extractActivity(ctx), a.Extract, activities.ExtractInput{Event: ev, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
+		if err != nil {
+			// The extractor stayed unavailable or refused: keep the evidence, invent nothing.
+			logger.Warn("extraction failed", "attempt", attempt, "error", err)
+			return markUnparsed(fmt.Sprintf("extractor failed: %v", rootMessage(err)))
+		}
+		var v activities.ValidateResult
+		if err := workflow.ExecuteActivity(dbActivity(ctx), a.Validate, activities.ValidateInput{Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
+			return w, err
+		}
+		if len(v.Errors) == 0 {
+			cands, feedback = v.Candidates, nil
+			break
+		}
+		logger.Info("extraction did not validate", "attempt", attempt, "errors", len(v.Errors))
+		feedback = v.Errors
+	}
+	if feedback != nil {
+		return markUnparsed(fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(feedback, "; ")))
+	}
+	if len(cands) == 0 {
+		w.res.Status = WriteNoMemory
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, activities.MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "COMMITTED", Reason: "nothing to remember"}).Get(ctx, nil)
+		return w, err
+	}
+
+	var gov activities.GovernResult
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Govern, activities.GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}).Get(ctx, &gov); err != nil {
+		return w, err
+	}
+	var now []pendingItem
+	for _, it := range gov.Items {
+		p := pendingItem{item: it, evidence: w.rec.EvidenceID}
+		if it.Decision.Status == memory.CandidateNeedsConfirmation {
+			w.pending = append(w.pending, p)
+		} else {
+			now = append(now, p)
+		}
+	}
+	if in.PauseBeforeCommit > 0 {
+		_ = workflow.Sleep(ctx, in.PauseBeforeCommit)
+	}
+	w.res.Status = WriteCommitted
+	if len(now) > 0 {
+		if err := w.commit(ctx, ev, now, nil); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// commit commits items of this event (with verdicts for reviewed ones) and indexes
+// the new facts.
+func (w *written) commit(ctx workflow.Context, ev activities.IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
+	var a *activities.MemoryActivities
+	gov := make([]activities.Governed, len(items))
+	for i, p := range items {
+		gov[i] = p.item
+	}
+	var com activities.CommitResult
+	in := activities.CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Commit, in).Get(ctx, &com); err != nil {
+		return err
+	}
+	w.res.Results = append(w.res.Results, com.Results...)
+	// Vectors are an index, not the truth: a failed index leaves the commit intact.
+	idx := activities.IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs, EvidenceIDs: []string{w.rec.EvidenceID}}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, idx).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
+	}
+	return nil
+}
+
+func rootMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
+	return err.Error()
+}
+
+// reviewState holds the candidates awaiting a human and the verdicts received.
+type reviewState struct {
+	pending  []PendingCandidate
+	verdicts map[string]governance.Verdict
+	rejected []string // signals that could not be applied, shown in the details
+}
+
+func (r *reviewState) pendingList() []PendingCandidate {
+	out := []PendingCandidate{}
+	for _, p := range r.pending {
+		if _, done := r.verdicts[p.CandidateID]; !done {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *reviewState) validate(req ReviewRequest) error {
+	found := false
+	for _, p := range r.pending {
+		if p.CandidateID == req.CandidateID {
+			found = true
+		}
+	}
+	if !found {
+		ids := []string{}
+		for _, p := range r.pendingList() {
+			ids = append(ids, p.CandidateID)
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("candidate_id: %q is not awaiting review here (pending: %s)", req.CandidateID, strings.Join(ids, ", ")), ErrTypeInvalidReview, nil)
+	}
+	if _, done := r.verdicts[req.CandidateID]; done {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("candidate_id: %q was already reviewed", req.CandidateID), ErrTypeInvalidReview, nil)
+	}
+	if err := req.Verdict.Validate(); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidReview, err)
+	}
+	return nil
+}
+
+func (r *reviewState) details(deadline time.Time) string {
+	var b strings.Builder
+	list := r.pendingList()
+	fmt.Fprintf(&b, "## %d memory candidate(s) await review\n\nDecide before %s (then the schema default applies).\n\n", len(list), deadline.UTC().Format(time.RFC3339))
+	b.WriteString("Send the **review** signal (More Actions → Send a Signal) with one of the JSON payloads below; `decision` is `confirm`, `reject` or `edit` (with `edited_value`).\n\n")
+	for _, p := range list {
+		fmt.Fprintf(&b, "### %s\n\n- memory key: `%s`\n- scope: %s · origin: %s · confidence: %.2f\n- why review: %s\n- on confirm: %s · on timeout: %s\n\n", p.Content, p.MemoryKey, p.Scope, p.Origin, p.Confidence, p.Reason, p.OnConfirm, p.Default)
+		fmt.Fprintf(&b, "```json\n{\"candidate_id\": \"%s\", \"decision\": \"confirm\", \"reviewer\": \"your-name\", \"note\": \"\"}\n```\n\n", p.CandidateID)
+	}
+	for _, e := range r.rejected {
+		fmt.Fprintf(&b, "> ignored signal: %s\n\n", e)
+	}
+	return b.String()
+}
+
+// awaitReview waits, when any candidate needs confirmation, for a verdict per
+// candidate through the review signal or update, until the timeout; then the
+// schema's default applies to what is left.
+func awaitReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewState, items []pendingItem, timeout time.Duration) error {
+	deadline := workflow.Now(ctx).Add(timeout)
+	defaults := map[string]string{}
+	for _, p := range items {
+		it := p.item
+		c := it.Candidate
+		rv.pending = append(rv.pending, PendingCandidate{
+			CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey, Content: c.Content, Predicate: c.Predicate,
+			Object: c.Object, Scope: string(c.Scope), Origin: string(c.Origin), Confidence: c.Confidence,
+			Reason: it.Decision.Reason, OnConfirm: string(it.Decision.Action), Default: it.ReviewDefault,
+			Deadline: deadline.UTC().Format(time.RFC3339), Evidence: []string{p.evidence},
+		})
+		defaults[it.CandidateID] = it.ReviewDefault
+	}
+	if len(rv.pending) == 0 {
+		return nil
+	}
+	apply := func(req ReviewRequest) {
+		rv.verdicts[req.CandidateID] = req.Verdict
+		workflow.GetLogger(ctx).Info("review received", "candidate_id", req.CandidateID, "decision", req.Kind, "reviewer", req.Reviewer)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateReview,
+		func(ctx workflow.Context, req ReviewRequest) (string, error) {
+			apply(req)
+			return "recorded", nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ReviewRequest) error { return rv.validate(req) }},
+	); err != nil {
+		return err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var req ReviewRequest
+			ch.Receive(ctx, &req)
+			if err := rv.validate(req); err != nil {
+				rv.rejected = append(rv.rejected, err.Error())
+				continue
+			}
+			apply(req)
+		}
+	})
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewPending))
+	workflow.SetCurrentDetails(ctx, rv.details(deadline))
+	for {
+		n := len(rv.pendingList())
+		nRejected := len(rv.rejected)
+		ok, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool {
+			return len(rv.pendingList()) != n || len(rv.rejected) != nRejected
+		})
+		if err != nil {
+			return err
+		}
+		workflow.SetCurrentDetails(ctx, rv.details(deadline))
+		if len(rv.pendingList()) == 0 {
+			break
+		}
+		if !ok { // timed out: the schema's default decides what nobody reviewed
+			ids := []string{}
+			for _, p := range rv.pendingList() {
+				ids = append(ids, p.CandidateID)
+			}
+			sort.Strings(ids)
+			for _, id := range ids {
+				kind := governance.VerdictReject
+				if defaults[id] == "confirm" {
+					kind = governance.VerdictConfirm
+				}
+				rv.verdicts[id] = governance.Verdict{Kind: kind, Reviewer: "engram:review-timeout", Note: fmt.Sprintf("no review within %s; schema default %s", timeout, kind)}
+			}
+			break
+		}
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewDone))
+	workflow.SetCurrentDetails(ctx, "review finished")
+	return nil
+}
