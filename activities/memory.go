@@ -39,7 +39,9 @@ var NonRetryable = []string{ErrTypeBadInput, ErrTypeIdempotencyConflict, ErrType
 type SchemaSource func(ctx context.Context, name string) (*schema.Schema, error)
 
 // BuiltinSchemas resolves only the built-in schemas.
-func BuiltinSchemas(_ context.Context, name string) (*schema.Schema, error) { return schema.Builtin(name) }
+func BuiltinSchemas(_ context.Context, name string) (*schema.Schema, error) {
+	return schema.Builtin(name)
+}
 
 // MemoryActivities are the write path's steps; the struct holds their dependencies.
 type MemoryActivities struct {
