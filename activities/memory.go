@@ -136,6 +136,9 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if err := e.Validate(); err != nil {
 		return RecordResult{}, badWriteInput(err)
 	}
+	if _, err := a.Schemas(ctx, e.Schema); err != nil {
+		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), ErrTypeUnknownSchema, err)
+	}
 	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, &storage.Event{
 		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
 		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
@@ -211,7 +214,7 @@ func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.Ex
 	}
 	out, err := a.Extractor.Extract(ctx, s, llm.ExtractInput{
 		Text: in.Event.Content, OccurredAt: in.Event.OccurredAt, Speaker: in.Event.ActorType,
-		UserID: in.Event.UserID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
+		UserID: in.Event.UserID, DepartmentID: in.Event.DepartmentID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
 		Recent: in.Recent, Known: in.Known, Feedback: in.Feedback,
 	})
 	if err != nil {
@@ -683,9 +686,7 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 }
 
 func outbox(ctx context.Context, tx bun.Tx, tenant, factID string) error {
-	_, err := tx.NewInsert().Table("outbox").
-		Value("tenant_id", "?", tenant).Value("kind", "'FACT'").Value("ref_id", "?", factID).Value("op", "'UPSERT'").
-		Exec(ctx)
+	_, err := tx.NewRaw("INSERT INTO outbox (tenant_id, kind, ref_id, op) VALUES (?, 'FACT', ?, 'UPSERT')", tenant, factID).Exec(ctx)
 	return err
 }
 

@@ -119,10 +119,8 @@ func LinkCandidateEvidence(ctx context.Context, db bun.IDB, tenantID, candidateI
 	if rel != memory.RelSupport && rel != memory.RelConflict && rel != memory.RelReference {
 		return memory.FieldError{Field: "relation", Problem: fmt.Sprintf("unknown value %q (allowed: SUPPORT, CONFLICT, REFERENCE)", rel)}
 	}
-	_, err := db.NewInsert().Table("candidate_evidence").
-		Value("tenant_id", "?", tenantID).Value("candidate_id", "?", candidateID).
-		Value("evidence_id", "?", evidenceID).Value("relation", "?", string(rel)).
-		On("CONFLICT DO NOTHING").Exec(ctx)
+	_, err := db.NewRaw("INSERT INTO candidate_evidence (tenant_id, candidate_id, evidence_id, relation) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+		tenantID, candidateID, evidenceID, string(rel)).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("link candidate evidence: %w", err)
 	}

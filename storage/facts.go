@@ -269,10 +269,8 @@ func LinkFactEvidence(ctx context.Context, db bun.IDB, tenantID, factID, evidenc
 	if rel == "" {
 		rel = memory.RelSupport
 	}
-	_, err := db.NewInsert().Table("fact_evidence").
-		Value("tenant_id", "?", tenantID).Value("fact_id", "?", factID).
-		Value("evidence_id", "?", evidenceID).Value("relation", "?", string(rel)).
-		On("CONFLICT DO NOTHING").Exec(ctx)
+	_, err := db.NewRaw("INSERT INTO fact_evidence (tenant_id, fact_id, evidence_id, relation) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+		tenantID, factID, evidenceID, string(rel)).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("link fact evidence: %w", err)
 	}

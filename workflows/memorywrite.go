@@ -65,7 +65,7 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 		if err := awaitReview(ctx, reviewCh, rv, w.pending, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
-		if err := w.commit(ctx, in.Event, w.pending, rv.verdicts); err != nil {
+		if err := w.commit(ctx, ev, w.pending, rv.verdicts); err != nil {
 			return w.res, err
 		}
 	}

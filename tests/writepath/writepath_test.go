@@ -1,0 +1,360 @@
+// Package writepath tests the MemoryWrite workflow end to end: a real Temporal dev
+// server, a real Postgres, a worker in this process (or a separate process for the
+// crash test), the rule extractor, and the LLM extractor against a local fake
+// OpenAI-compatible server (the only fake: no LLM is reachable here).
+package writepath
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/worker"
+	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/internal/testenv"
+)
+
+type env struct {
+	t     *testing.T
+	st    *storage.Store
+	c     client.Client
+	queue string
+}
+
+func newEnv(t *testing.T, ex llm.Extractor) *env {
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	q := testenv.TaskQueue(t)
+	w := tworker.New(c, q, tworker.Options{})
+	worker.RegisterMemory(w, &activities.MemoryActivities{
+		Store: st, Extractor: ex, Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+	})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return &env{t: t, st: st, c: c, queue: q}
+}
+
+var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+func event(tenant, user, schemaName, text string, at time.Time) activities.IngestEvent {
+	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s1"}
+}
+
+func (e *env) start(in workflows.MemoryWriteInput) client.WorkflowRun {
+	e.t.Helper()
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: workflows.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.MemoryWriteWorkflowName, in)
+	require.NoError(e.t, err)
+	return run
+}
+
+func (e *env) write(ev activities.IngestEvent) workflows.MemoryWriteResult {
+	e.t.Helper()
+	return e.wait(e.start(workflows.MemoryWriteInput{Event: ev}))
+}
+
+func (e *env) wait(run client.WorkflowRun) workflows.MemoryWriteResult {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var res workflows.MemoryWriteResult
+	require.NoError(e.t, run.Get(ctx, &res))
+	return res
+}
+
+func (e *env) active(tenant, user string) []storage.Fact {
+	e.t.Helper()
+	fs, err := e.st.ListFacts(context.Background(), tenant, storage.FactFilter{UserID: user, Statuses: []memory.FactStatus{memory.FactActive}})
+	require.NoError(e.t, err)
+	return fs
+}
+
+func find(fs []storage.Fact, pred string, scope memory.Scope) *storage.Fact {
+	for i := range fs {
+		if fs[i].Predicate == pred && fs[i].Scope == scope {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+func (e *env) count(table, where string, args ...any) int {
+	e.t.Helper()
+	n, err := e.st.DB().NewSelect().Table(table).Where(where, args...).Count(context.Background())
+	require.NoError(e.t, err)
+	return int(n)
+}
+
+// Seed: "my order 12345 never arrived", then "how is that order that didn't arrive?"
+func TestSeedOrderNeverArrived(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	r1 := e.write(event("t1", "u1", "customer_service", "我的订单12345没收到", base))
+	require.Equal(t, workflows.WriteCommitted, r1.Status)
+	r2 := e.write(event("t1", "u1", "customer_service", "我那个没到的订单怎么样了", base.Add(24*time.Hour)))
+	require.Equal(t, workflows.WriteCommitted, r2.Status)
+
+	ctx := context.Background()
+	order, err := e.st.GetEntity(ctx, "t1", "Order", "12345")
+	require.NoError(t, err)
+	assert.Equal(t, "NOT_RECEIVED", order.State)
+	assert.Equal(t, "u1", order.UserID)
+	edges, err := e.st.EdgesOf(ctx, "t1", "Order", "12345")
+	require.NoError(t, err)
+	types := map[string]bool{}
+	for _, ed := range edges {
+		assert.Equal(t, "u1", ed.FromID)
+		types[ed.Type] = true
+	}
+	assert.True(t, types["PLACED"], "User PLACED Order")
+	// Both messages are evidence for facts about order 12345.
+	var evidence []string
+	require.NoError(t, e.st.DB().NewSelect().Table("fact_evidence").ColumnExpr("fact_evidence.evidence_id").
+		Join("JOIN facts f ON f.id = fact_evidence.fact_id").
+		Where("f.tenant_id = 't1' AND f.entity_id = '12345'").Scan(ctx, &evidence))
+	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, evidence)
+	fs := e.active("t1", "u1")
+	assert.NotNil(t, find(fs, "order_not_received", memory.ScopeUser))
+	assert.NotNil(t, find(fs, "order_inquiry", memory.ScopeUser), "the inquiry is recorded as an event about the order")
+}
+
+// Seed: a user-level budget of 8000, then this trip's budget 10000.
+func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "预算不超过8000元", base)).Status)
+	ev := event("t1", "u1", "travel", "这次旅行预算调整到10000元", base.Add(48*time.Hour))
+	ev.TaskID = "trip-1"
+	require.Equal(t, workflows.WriteCommitted, e.write(ev).Status)
+
+	fs := e.active("t1", "u1")
+	user := find(fs, "budget", memory.ScopeUser)
+	task := find(fs, "budget", memory.ScopeTask)
+	require.NotNil(t, user)
+	require.NotNil(t, task)
+	assert.Equal(t, "8000 CNY", user.Object)
+	assert.Equal(t, "10000 CNY", task.Object)
+	assert.Equal(t, "trip-1", task.TaskID)
+	assert.Contains(t, task.Reason, "stays ACTIVE", "the reason says the broader fact was kept")
+	// History of each key shows its revision with its reason.
+	for _, f := range []*storage.Fact{user, task} {
+		h, err := e.st.FactHistory(context.Background(), "t1", f.MemoryKey)
+		require.NoError(t, err)
+		require.Len(t, h, 1)
+		assert.NotEmpty(t, h[0].Reason)
+	}
+	// A later user-level change supersedes the user fact only.
+	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "以后预算不超过9000元", base.Add(72*time.Hour))).Status)
+	h, err := e.st.FactHistory(context.Background(), "t1", user.MemoryKey)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	assert.Equal(t, memory.FactSuperseded, h[0].Status)
+	assert.Equal(t, "9000 CNY", h[1].Object)
+	assert.Contains(t, h[1].Reason, "supersedes")
+	assert.Equal(t, "10000 CNY", find(e.active("t1", "u1"), "budget", memory.ScopeTask).Object)
+}
+
+// Seed: "from now on I'd rather fly direct" → a USER-scope PREFERENCE, STATED, ACTIVE.
+func TestSeedDirectFlightPreference(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base)).Status)
+	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
+	require.NotNil(t, f)
+	assert.Equal(t, memory.TypePreference, f.MemoryType)
+	assert.Equal(t, memory.OriginStated, f.Origin)
+	assert.Equal(t, "direct", f.Object)
+	// The vector index was filled by the Index step.
+	assert.Equal(t, 1, e.count("facts", "id = ? AND embedding IS NOT NULL", f.ID))
+}
+
+func TestSameStatementTwiceIsOneFactTwoEvidence(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base))
+	r := e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base.Add(time.Hour)))
+	require.Len(t, r.Results, 1)
+	assert.Equal(t, string(governance.ActionDuplicate), r.Results[0].Action)
+	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1' AND predicate = 'flight_type'"))
+	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
+	require.NotNil(t, f)
+	assert.Equal(t, 2, e.count("fact_evidence", "fact_id = ?", f.ID))
+	assert.Greater(t, f.Confidence, 0.9, "a repeated statement raises confidence")
+}
+
+func TestSameIdempotencyKeyIsOneEventOneRun(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	ev := event("t1", "u1", "travel", "预算不超过8000元", base)
+	var wg sync.WaitGroup
+	runIDs := make([]string, 8)
+	for i := range runIDs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			run := e.start(workflows.MemoryWriteInput{Event: ev})
+			runIDs[i] = run.GetRunID()
+			e.wait(run)
+		}(i)
+	}
+	wg.Wait()
+	for _, id := range runIDs {
+		assert.Equal(t, runIDs[0], id, "every caller joins the same run")
+	}
+	// Once finished, the same key again starts nothing new: the caller gets the
+	// finished run back.
+	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	assert.Equal(t, runIDs[0], run.GetRunID())
+	e.wait(run)
+	assert.Equal(t, 1, e.count("events", "tenant_id = 't1'"))
+	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1'"))
+}
+
+func pendingOf(t *testing.T, c client.Client, run client.WorkflowRun) []workflows.PendingCandidate {
+	t.Helper()
+	var out []workflows.PendingCandidate
+	require.Eventually(t, func() bool {
+		v, err := c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.QueryPending)
+		if err != nil {
+			return false
+		}
+		out = nil
+		return v.Get(&out) == nil && len(out) > 0
+	}, 20*time.Second, 100*time.Millisecond)
+	return out
+}
+
+func TestInferredPreferenceNeedsReview(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	inferred := "我上次坐了靠窗的位置，挺好"
+	for _, tc := range []struct {
+		name   string
+		decide func(run client.WorkflowRun, id string)
+		want   memory.CandidateStatus
+		active bool
+	}{
+		{"signal confirm", func(run client.WorkflowRun, id string) {
+			require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.SignalReview,
+				workflows.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}))
+		}, memory.CandidateAccepted, true},
+		{"update reject", func(run client.WorkflowRun, id string) {
+			// An update for an unknown candidate is refused and changes nothing.
+			h, err := e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.UpdateReview,
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args:         []any{workflows.ReviewRequest{CandidateID: "nope", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "bob"}}}})
+			if err == nil {
+				err = h.Get(context.Background(), nil)
+			}
+			require.ErrorContains(t, err, "candidate_id")
+			h, err = e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.UpdateReview,
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args:         []any{workflows.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictReject, Reviewer: "bob", Note: "not sure"}}}})
+			require.NoError(t, err)
+			require.NoError(t, h.Get(context.Background(), nil))
+		}, memory.CandidateRejected, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := "u-" + testenv.RandomID(6)
+			run := e.start(workflows.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base)})
+			p := pendingOf(t, e.c, run)
+			require.Len(t, p, 1)
+			assert.Equal(t, "INFERRED", p[0].Origin)
+			c, err := e.st.GetCandidate(context.Background(), "t1", p[0].CandidateID)
+			require.NoError(t, err)
+			assert.Equal(t, memory.CandidateNeedsConfirmation, c.Status, "pending review is visible in Postgres")
+			tc.decide(run, p[0].CandidateID)
+			res := e.wait(run)
+			require.Len(t, res.Results, 1)
+			assert.Equal(t, tc.want, res.Results[0].Status)
+			c, err = e.st.GetCandidate(context.Background(), "t1", p[0].CandidateID)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.Status)
+			assert.NotEmpty(t, c.Reviewer)
+			f := find(e.active("t1", user), "seat", memory.ScopeUser)
+			assert.Equal(t, tc.active, f != nil)
+		})
+	}
+	t.Run("real timeout applies the schema default", func(t *testing.T) {
+		user := "u-" + testenv.RandomID(6)
+		run := e.start(workflows.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base), ReviewTimeout: 2 * time.Second})
+		p := pendingOf(t, e.c, run)
+		res := e.wait(run)
+		require.Len(t, res.Results, 1)
+		assert.Equal(t, "engram:review-timeout", res.Results[0].Reviewer)
+		want := memory.CandidateRejected
+		if p[0].Default == "confirm" {
+			want = memory.CandidateAccepted
+		}
+		assert.Equal(t, want, res.Results[0].Status)
+	})
+}
+
+func TestRetractionInvalidates(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	e.write(event("t1", "u1", "travel", "预算不超过8000元", base))
+	r := e.write(event("t1", "u1", "travel", "忘掉我说的预算", base.Add(time.Hour)))
+	require.Len(t, r.Results, 1)
+	assert.Equal(t, string(governance.ActionInvalidate), r.Results[0].Action)
+	assert.Nil(t, find(e.active("t1", "u1"), "budget", memory.ScopeUser))
+	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1' AND status = 'INVALIDATED'"))
+}
+
+func TestBatchIngest(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	var evs []activities.IngestEvent
+	for i, text := range []string{"预算不超过8000元", "我以后尽量都坐直飞", "以后预算不超过9000元"} {
+		for _, u := range []string{"ua", "ub"} {
+			evs = append(evs, event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
+		}
+	}
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "batch-" + testenv.RandomID(8), TaskQueue: e.queue},
+		workflows.MemoryWriteBatchName, workflows.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
+	require.NoError(t, err)
+	var res workflows.MemoryWriteBatchResult
+	require.NoError(t, run.Get(context.Background(), &res))
+	assert.Equal(t, 6, res.Committed)
+	for _, u := range []string{"ua", "ub"} {
+		b := find(e.active("t1", u), "budget", memory.ScopeUser)
+		require.NotNil(t, b)
+		assert.Equal(t, "9000 CNY", b.Object, "events of one user are applied in time order")
+	}
+}
+
+func TestTenantsDoNotShareMemory(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	e.write(event("tA", "u1", "travel", "预算不超过8000元", base))
+	e.write(event("tB", "u1", "travel", "预算不超过20000元", base.Add(time.Hour)))
+	a := find(e.active("tA", "u1"), "budget", memory.ScopeUser)
+	b := find(e.active("tB", "u1"), "budget", memory.ScopeUser)
+	require.NotNil(t, a)
+	require.NotNil(t, b)
+	assert.Equal(t, "8000 CNY", a.Object, "tenant B's statement never supersedes tenant A's fact")
+	assert.Equal(t, "20000 CNY", b.Object)
+	assert.Equal(t, 1, a.Revision)
+}
+
+func TestBadInputFailsWithoutWriting(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	ev := event("t1", "", "travel", "预算不超过8000元", base)
+	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	err := run.Get(context.Background(), nil)
+	require.ErrorContains(t, err, "user_id")
+	ev = event("t1", "u1", "no-such-schema", "预算不超过8000元", base)
+	err = e.start(workflows.MemoryWriteInput{Event: ev}).Get(context.Background(), nil)
+	require.Error(t, err)
+	assert.Contains(t, fmt.Sprint(err), "no-such-schema")
+	assert.Equal(t, 0, e.count("facts", "TRUE"))
+	assert.Equal(t, 0, e.count("events", "TRUE"), "nothing is recorded for a rejected event")
+}
