@@ -4,6 +4,7 @@
 package recall
 
 import (
+	"context"
 	"time"
 
 	"github.com/engramhq/engram/memory"
@@ -90,4 +91,30 @@ type Response struct {
 	Tokens   int                      `json:"tokens"`
 	AsOf     time.Time                `json:"as_of"`
 	Timings  map[string]time.Duration `json:"timings,omitempty"`
+}
+
+// Visibility is what a principal may see: its tenant plus the scopes below. Every
+// retriever (semantic, keyword, graph) applies it in its query, not after.
+type Visibility struct {
+	TenantID     string
+	UserID       string
+	DepartmentID string
+	AgentID      string
+	SessionID    string
+	TaskID       string
+	AsOf         time.Time
+}
+
+// KeywordHit is one keyword match.
+type KeywordHit struct {
+	Kind  Kind
+	ID    string
+	Score float64
+}
+
+// KeywordIndex is the keyword retriever: Postgres full-text by default, Typesense
+// when configured. Implementations must filter by Visibility themselves.
+type KeywordIndex interface {
+	Name() string
+	Search(ctx context.Context, v Visibility, query string, kinds []Kind, limit int) ([]KeywordHit, error)
 }
