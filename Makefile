@@ -1,4 +1,4 @@
-.PHONY: test build
+.PHONY: test build dev
 
 # Brings up (or reuses) the local stack, then vets and tests everything.
 test:
@@ -6,3 +6,7 @@ test:
 
 build:
 	go build -o bin/engram ./cmd/engram
+
+# Brings up the stack, migrates and runs the engine (the README's first command).
+dev:
+	scripts/dev
