@@ -54,15 +54,15 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 	// The review signal is registered up front so the Web UI lists it.
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
 	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
-	if err := workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil }); err != nil {
+	if err := registerReview(ctx, reviewCh, rv); err != nil {
 		return MemoryWriteResult{}, err
 	}
-	w, err := writeEvent(ctx, in, ev)
+	w, err := writeEvent(ctx, in, ev, rv)
 	if err != nil || w.res.Status != WriteCommitted {
 		return w.res, err
 	}
 	if len(w.pending) > 0 {
-		if err := awaitReview(ctx, reviewCh, rv, w.pending, in.ReviewTimeout); err != nil {
+		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
 		if err := w.commit(ctx, ev, w.pending, rv.verdicts); err != nil {
@@ -97,7 +97,7 @@ type pendingItem struct {
 
 // writeEvent runs record → extract/validate → govern → commit of the trusted
 // candidates for one event; candidates that need a human are returned pending.
-func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestEvent) (*written, error) {
+func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestEvent, rv *reviewState) (*written, error) {
 	var a *activities.MemoryActivities
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -156,8 +156,11 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 			now = append(now, p)
 		}
 	}
+	rv.add(ctx, w.pending, in.ReviewTimeout)
 	if in.PauseBeforeCommit > 0 {
-		_ = workflow.Sleep(ctx, in.PauseBeforeCommit)
+		if err := workflow.Sleep(ctx, in.PauseBeforeCommit); err != nil {
+			return w, err
+		}
 	}
 	w.res.Status = WriteCommitted
 	if len(now) > 0 {
@@ -200,9 +203,37 @@ func rootMessage(err error) string {
 
 // reviewState holds the candidates awaiting a human and the verdicts received.
 type reviewState struct {
+	deadline time.Time
+	defaults map[string]string
 	pending  []PendingCandidate
 	verdicts map[string]governance.Verdict
 	rejected []string // signals that could not be applied, shown in the details
+}
+
+// add makes candidates reviewable as soon as governance has decided them, before
+// anything is committed, so a review sent at once (e.g. by the API, which reads
+// pending candidates from Postgres) is accepted. The deadline starts with the first.
+func (r *reviewState) add(ctx workflow.Context, items []pendingItem, timeout time.Duration) {
+	if len(items) == 0 {
+		return
+	}
+	if r.deadline.IsZero() {
+		r.deadline = workflow.Now(ctx).Add(timeout)
+	}
+	if r.defaults == nil {
+		r.defaults = map[string]string{}
+	}
+	for _, p := range items {
+		it := p.item
+		c := it.Candidate
+		r.pending = append(r.pending, PendingCandidate{
+			CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey, Content: c.Content, Predicate: c.Predicate,
+			Object: c.Object, Scope: string(c.Scope), Origin: string(c.Origin), Confidence: c.Confidence,
+			Reason: it.Decision.Reason, OnConfirm: string(it.Decision.Action), Default: it.ReviewDefault,
+			Deadline: r.deadline.UTC().Format(time.RFC3339), Evidence: []string{p.evidence},
+		})
+		r.defaults[it.CandidateID] = it.ReviewDefault
+	}
 }
 
 func (r *reviewState) pendingList() []PendingCandidate {
@@ -253,26 +284,10 @@ func (r *reviewState) details(deadline time.Time) string {
 	return b.String()
 }
 
-// awaitReview waits, when any candidate needs confirmation, for a verdict per
-// candidate through the review signal or update, until the timeout; then the
-// schema's default applies to what is left.
-func awaitReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewState, items []pendingItem, timeout time.Duration) error {
-	deadline := workflow.Now(ctx).Add(timeout)
-	defaults := map[string]string{}
-	for _, p := range items {
-		it := p.item
-		c := it.Candidate
-		rv.pending = append(rv.pending, PendingCandidate{
-			CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey, Content: c.Content, Predicate: c.Predicate,
-			Object: c.Object, Scope: string(c.Scope), Origin: string(c.Origin), Confidence: c.Confidence,
-			Reason: it.Decision.Reason, OnConfirm: string(it.Decision.Action), Default: it.ReviewDefault,
-			Deadline: deadline.UTC().Format(time.RFC3339), Evidence: []string{p.evidence},
-		})
-		defaults[it.CandidateID] = it.ReviewDefault
-	}
-	if len(rv.pending) == 0 {
-		return nil
-	}
+// registerReview installs the review update handler and the signal reader at
+// workflow start, so a review sent early is validated against what is pending (and
+// refused with a clear message) rather than rejected as an unknown update.
+func registerReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewState) error {
 	apply := func(req ReviewRequest) {
 		rv.verdicts[req.CandidateID] = req.Verdict
 		workflow.GetLogger(ctx).Info("review received", "candidate_id", req.CandidateID, "decision", req.Kind, "reviewer", req.Reviewer)
@@ -297,6 +312,17 @@ func awaitReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewSta
 			apply(req)
 		}
 	})
+	return workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil })
+}
+
+// awaitReview waits, when any candidate needs confirmation, for a verdict per
+// candidate through the review signal or update, until the timeout; then the
+// schema's default applies to what is left.
+func awaitReview(ctx workflow.Context, rv *reviewState, timeout time.Duration) error {
+	deadline := rv.deadline
+	if len(rv.pending) == 0 {
+		return nil
+	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewPending))
 	workflow.SetCurrentDetails(ctx, rv.details(deadline))
 	for {
@@ -320,7 +346,7 @@ func awaitReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewSta
 			sort.Strings(ids)
 			for _, id := range ids {
 				kind := governance.VerdictReject
-				if defaults[id] == "confirm" {
+				if rv.defaults[id] == "confirm" {
 					kind = governance.VerdictConfirm
 				}
 				rv.verdicts[id] = governance.Verdict{Kind: kind, Reviewer: "engram:review-timeout", Note: fmt.Sprintf("no review within %s; schema default %s", timeout, kind)}

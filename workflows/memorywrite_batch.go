@@ -61,7 +61,7 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrTenant.ValueSet(first.TenantID), SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
 	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
-	if err := workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil }); err != nil {
+	if err := registerReview(ctx, reviewCh, rv); err != nil {
 		return out, err
 	}
 
@@ -90,7 +90,7 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 				u := users[next]
 				next++
 				for _, i := range groups[u] {
-					wr, err := writeEvent(ctx, opts, in.Events[i])
+					wr, err := writeEvent(ctx, opts, in.Events[i], rv)
 					ws[i] = wr
 					if err != nil {
 						firstErr = fmt.Errorf("events[%d]: %w", i, err)
@@ -106,12 +106,8 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	if firstErr != nil {
 		return out, firstErr
 	}
-	var pending []pendingItem
-	for _, w := range ws {
-		pending = append(pending, w.pending...)
-	}
-	if len(pending) > 0 {
-		if err := awaitReview(ctx, reviewCh, rv, pending, opts.ReviewTimeout); err != nil {
+	if len(rv.pending) > 0 {
+		if err := awaitReview(ctx, rv, opts.ReviewTimeout); err != nil {
 			return out, err
 		}
 		for i, w := range ws {
