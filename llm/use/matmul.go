@@ -1,0 +1,138 @@
+package use
+
+import (
+	"runtime"
+	"sync"
+)
+
+// matmulNT computes c = a·btᵀ for row-major a (m×k), bt (n×k) and c (m×n), overwriting
+// c. Taking the right operand transposed makes every inner loop a dot product of two
+// contiguous rows; weights are transposed once at load.
+//
+// The kernel computes 4×2 blocks of c with eight scalar accumulators, which keeps the
+// operands in registers on amd64 without assembly. Columns are processed in tiles so
+// a tile of bt stays in cache while every row block of a passes over it; large
+// products split their tiles across GOMAXPROCS goroutines.
+func matmulNT(m, n, k int, a, bt, c []float32) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		clear(c[:m*n])
+		return
+	}
+	const tile = 32
+	tiles := (n + tile - 1) / tile
+	workers := runtime.GOMAXPROCS(0)
+	if work := m * n * k; work < 1<<18 || tiles < 2 {
+		workers = 1
+	}
+	workers = min(workers, tiles)
+	if workers <= 1 {
+		for t := 0; t < tiles; t++ {
+			j0 := t * tile
+			matmulBlock(m, n, k, a, bt, c, j0, min(j0+tile, n))
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	per := (tiles + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		t0, t1 := w*per, min((w+1)*per, tiles)
+		if t0 >= t1 {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := t0; t < t1; t++ {
+				j0 := t * tile
+				matmulBlock(m, n, k, a, bt, c, j0, min(j0+tile, n))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// matmulBlock computes columns [j0, j1) of c = a·btᵀ.
+func matmulBlock(m, n, k int, a, bt, c []float32, j0, j1 int) {
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		a0 := a[i*k : i*k+k]
+		a1 := a[(i+1)*k : (i+1)*k+k][:len(a0)]
+		a2 := a[(i+2)*k : (i+2)*k+k][:len(a0)]
+		a3 := a[(i+3)*k : (i+3)*k+k][:len(a0)]
+		j := j0
+		for ; j+2 <= j1; j += 2 {
+			b0 := bt[j*k : j*k+k][:len(a0)]
+			b1 := bt[(j+1)*k : (j+1)*k+k][:len(a0)]
+			var s00, s01, s10, s11, s20, s21, s30, s31 float32
+			for p, x0 := range a0 {
+				y0, y1 := b0[p], b1[p]
+				x1, x2, x3 := a1[p], a2[p], a3[p]
+				s00 += x0 * y0
+				s01 += x0 * y1
+				s10 += x1 * y0
+				s11 += x1 * y1
+				s20 += x2 * y0
+				s21 += x2 * y1
+				s30 += x3 * y0
+				s31 += x3 * y1
+			}
+			c[i*n+j], c[i*n+j+1] = s00, s01
+			c[(i+1)*n+j], c[(i+1)*n+j+1] = s10, s11
+			c[(i+2)*n+j], c[(i+2)*n+j+1] = s20, s21
+			c[(i+3)*n+j], c[(i+3)*n+j+1] = s30, s31
+		}
+		for ; j < j1; j++ {
+			b0 := bt[j*k : j*k+k][:len(a0)]
+			var s0, s1, s2, s3 float32
+			for p, y := range b0 {
+				s0 += a0[p] * y
+				s1 += a1[p] * y
+				s2 += a2[p] * y
+				s3 += a3[p] * y
+			}
+			c[i*n+j], c[(i+1)*n+j], c[(i+2)*n+j], c[(i+3)*n+j] = s0, s1, s2, s3
+		}
+	}
+	for ; i < m; i++ {
+		a0 := a[i*k : i*k+k]
+		j := j0
+		for ; j+2 <= j1; j += 2 {
+			b0 := bt[j*k : j*k+k][:len(a0)]
+			b1 := bt[(j+1)*k : (j+1)*k+k][:len(a0)]
+			var s0, s1 float32
+			for p, x := range a0 {
+				s0 += x * b0[p]
+				s1 += x * b1[p]
+			}
+			c[i*n+j], c[i*n+j+1] = s0, s1
+		}
+		for ; j < j1; j++ {
+			b0 := bt[j*k : j*k+k][:len(a0)]
+			var s float32
+			for p, x := range a0 {
+				s += x * b0[p]
+			}
+			c[i*n+j] = s
+		}
+	}
+}
+
+// transpose2D returns the transpose of the row-major r×c matrix x.
+func transpose2D(r, c int, x []float32) []float32 {
+	out := make([]float32, r*c)
+	const blk = 32
+	for i0 := 0; i0 < r; i0 += blk {
+		for j0 := 0; j0 < c; j0 += blk {
+			for i := i0; i < min(i0+blk, r); i++ {
+				row := x[i*c : i*c+c]
+				for j := j0; j < min(j0+blk, c); j++ {
+					out[j*r+i] = row[j]
+				}
+			}
+		}
+	}
+	return out
+}

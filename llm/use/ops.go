@@ -1,0 +1,1275 @@
+package use
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// opFunc runs one node on its inputs and returns its outputs.
+type opFunc func(n *node, in []*tensor) ([]*tensor, error)
+
+// ops are the TensorFlow ops this interpreter implements, with TensorFlow's semantics
+// for the cases the Universal Sentence Encoder graph uses; anything else is an error,
+// never a guess. Loading a graph with an op missing here fails and names the op.
+var ops map[string]opFunc
+
+func init() {
+	ops = map[string]opFunc{
+		"Add":           arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
+		"AddV2":         arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
+		"Sub":           arith(func(x, y float32) float32 { return x - y }, func(x, y int32) int32 { return x - y }),
+		"Mul":           arith(func(x, y float32) float32 { return x * y }, func(x, y int32) int32 { return x * y }),
+		"RealDiv":       arith(func(x, y float32) float32 { return x / y }, nil),
+		"Maximum":       arith(func(x, y float32) float32 { return max(x, y) }, func(x, y int32) int32 { return max(x, y) }),
+		"Less":          compare(func(x, y float32) bool { return x < y }, func(x, y int32) bool { return x < y }),
+		"Greater":       compare(func(x, y float32) bool { return x > y }, func(x, y int32) bool { return x > y }),
+		"Square":        unary(func(x float32) float32 { return x * x }),
+		"Rsqrt":         unary(func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }),
+		"Sin":           unary(func(x float32) float32 { return float32(math.Sin(float64(x))) }),
+		"Cos":           unary(func(x float32) float32 { return float32(math.Cos(float64(x))) }),
+		"Tanh":          unary(func(x float32) float32 { return float32(math.Tanh(float64(x))) }),
+		"Relu":          unary(func(x float32) float32 { return max(x, 0) }),
+		"Sum":           reduction(reduceSum),
+		"Mean":          reduction(reduceMean),
+		"Max":           reduction(reduceMax),
+		"Prod":          reduction(reduceProd),
+		"LogicalNot":    opLogicalNot,
+		"Cast":          opCast,
+		"Shape":         opShape,
+		"Reshape":       opReshape,
+		"ExpandDims":    opExpandDims,
+		"Squeeze":       opSqueeze,
+		"Pack":          opPack,
+		"ConcatV2":      opConcat,
+		"StridedSlice":  opStridedSlice,
+		"Slice":         opSlice,
+		"SplitV":        opSplitV,
+		"Transpose":     opTranspose,
+		"GatherV2":      opGatherV2,
+		"GatherNd":      opGatherNd,
+		"ScatterNd":     opScatterNd,
+		"SparseToDense": opSparseToDense,
+		"Where":         opWhere,
+		"Range":         opRange,
+		"BiasAdd":       opBiasAdd,
+		"MatMul":        opMatMul,
+		"BatchMatMul":   opBatchMatMul,
+		"BatchMatMulV2": opBatchMatMul,
+		"Conv2D":        opConv2D,
+		"Softmax":       opSoftmax,
+	}
+}
+
+func one(t *tensor) []*tensor { return []*tensor{t} }
+
+func wantInputs(in []*tensor, n int) error {
+	if len(in) != n {
+		return fmt.Errorf("want %d inputs, got %d", n, len(in))
+	}
+	return nil
+}
+
+func wantFloat(t *tensor) error {
+	if t.dt != dtFloat {
+		return fmt.Errorf("want float32, got %s", t)
+	}
+	return nil
+}
+
+// broadcastShape is NumPy broadcasting of two shapes.
+func broadcastShape(a, b []int) ([]int, error) {
+	r := max(len(a), len(b))
+	out := make([]int, r)
+	for k := range r {
+		da, db := 1, 1
+		if j := k - (r - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := k - (r - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db, db == 1:
+			out[k] = da
+		case da == 1:
+			out[k] = db
+		default:
+			return nil, fmt.Errorf("shapes %v and %v do not broadcast", a, b)
+		}
+	}
+	return out, nil
+}
+
+// bstrides returns strides of shape aligned to out's rank, zero on broadcast dims.
+func bstrides(shape, out []int) []int {
+	s := strides(shape)
+	r := make([]int, len(out))
+	off := len(out) - len(shape)
+	for k := range shape {
+		if shape[k] != 1 {
+			r[k+off] = s[k]
+		}
+	}
+	return r
+}
+
+// bcast applies f elementwise with broadcasting.
+func bcast[T, R any](a []T, as []int, b []T, bs []int, f func(T, T) R) ([]R, []int, error) {
+	out, err := broadcastShape(as, bs)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := numElements(out)
+	res := make([]R, n)
+	switch {
+	case len(a) == n && len(b) == n:
+		b = b[:len(a)]
+		for k, x := range a {
+			res[k] = f(x, b[k])
+		}
+	case len(b) == 1 && len(a) == n:
+		y := b[0]
+		for k, x := range a {
+			res[k] = f(x, y)
+		}
+	case len(a) == 1 && len(b) == n:
+		x := a[0]
+		for k, y := range b {
+			res[k] = f(x, y)
+		}
+	case n == 0:
+	default:
+		r := len(out)
+		sa, sb := bstrides(as, out), bstrides(bs, out)
+		inner := out[r-1]
+		ia, ib := sa[r-1], sb[r-1]
+		idx := make([]int, r-1)
+		for o := 0; o < n; o += inner {
+			pa, pb := 0, 0
+			for k, v := range idx {
+				pa += v * sa[k]
+				pb += v * sb[k]
+			}
+			for j := range inner {
+				res[o+j] = f(a[pa+j*ia], b[pb+j*ib])
+			}
+			for k := r - 2; k >= 0; k-- {
+				idx[k]++
+				if idx[k] < out[k] {
+					break
+				}
+				idx[k] = 0
+			}
+		}
+	}
+	return res, out, nil
+}
+
+func arith(ff func(x, y float32) float32, fi func(x, y int32) int32) opFunc {
+	return func(n *node, in []*tensor) ([]*tensor, error) {
+		if err := wantInputs(in, 2); err != nil {
+			return nil, err
+		}
+		a, b := in[0], in[1]
+		if a.dt != b.dt {
+			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
+		}
+		switch {
+		case a.dt == dtFloat:
+			r, shape, err := bcast(a.f, a.shape, b.f, b.shape, ff)
+			if err != nil {
+				return nil, err
+			}
+			return one(floatTensor(shape, r)), nil
+		case a.dt == dtInt && fi != nil:
+			r, shape, err := bcast(a.i, a.shape, b.i, b.shape, fi)
+			if err != nil {
+				return nil, err
+			}
+			return one(intTensor(shape, r)), nil
+		}
+		return nil, fmt.Errorf("unsupported operand type %s", a.dt)
+	}
+}
+
+func compare(ff func(x, y float32) bool, fi func(x, y int32) bool) opFunc {
+	return func(n *node, in []*tensor) ([]*tensor, error) {
+		if err := wantInputs(in, 2); err != nil {
+			return nil, err
+		}
+		a, b := in[0], in[1]
+		if a.dt != b.dt {
+			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
+		}
+		var r []bool
+		var shape []int
+		var err error
+		switch a.dt {
+		case dtFloat:
+			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, ff)
+		case dtInt:
+			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, fi)
+		default:
+			err = fmt.Errorf("unsupported operand type %s", a.dt)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return one(&tensor{dt: dtBool, shape: shape, b: r}), nil
+	}
+}
+
+func unary(f func(float32) float32) opFunc {
+	return func(n *node, in []*tensor) ([]*tensor, error) {
+		if err := wantInputs(in, 1); err != nil {
+			return nil, err
+		}
+		if err := wantFloat(in[0]); err != nil {
+			return nil, err
+		}
+		out := make([]float32, len(in[0].f))
+		for k, x := range in[0].f {
+			out[k] = f(x)
+		}
+		return one(floatTensor(slices.Clone(in[0].shape), out)), nil
+	}
+}
+
+func opLogicalNot(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	if in[0].dt != dtBool {
+		return nil, fmt.Errorf("want bool, got %s", in[0])
+	}
+	out := newTensor(dtBool, slices.Clone(in[0].shape))
+	for k, v := range in[0].b {
+		out.b[k] = !v
+	}
+	return one(out), nil
+}
+
+func opCast(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	dst, ok := n.attrDtype["DstT"]
+	if !ok {
+		return nil, errors.New("no supported DstT")
+	}
+	x := in[0]
+	if x.dt == dst {
+		return one(x), nil
+	}
+	out := newTensor(dst, slices.Clone(x.shape))
+	for k := range x.size() {
+		var v float64
+		switch x.dt {
+		case dtFloat:
+			v = float64(x.f[k])
+		case dtInt:
+			v = float64(x.i[k])
+		case dtBool:
+			if x.b[k] {
+				v = 1
+			}
+		}
+		switch dst {
+		case dtFloat:
+			out.f[k] = float32(v)
+		case dtInt:
+			out.i[k] = int32(math.Trunc(v))
+		case dtBool:
+			out.b[k] = v != 0
+		}
+	}
+	return one(out), nil
+}
+
+type reduceKind int
+
+const (
+	reduceSum reduceKind = iota
+	reduceMean
+	reduceMax
+	reduceProd
+)
+
+func reduction(kind reduceKind) opFunc {
+	return func(n *node, in []*tensor) ([]*tensor, error) {
+		if err := wantInputs(in, 2); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		axesRaw, err := in[1].ints()
+		if err != nil {
+			return nil, err
+		}
+		r := x.rank()
+		reduced := make([]bool, r)
+		for _, a := range axesRaw {
+			a, err := normAxis(a, r)
+			if err != nil {
+				return nil, err
+			}
+			reduced[a] = true
+		}
+		keep := n.bool("keep_dims")
+		var outShape, keptShape []int
+		count := 1
+		for k, d := range x.shape {
+			if reduced[k] {
+				count *= d
+				if keep {
+					outShape = append(outShape, 1)
+				}
+				keptShape = append(keptShape, 1)
+			} else {
+				outShape = append(outShape, d)
+				keptShape = append(keptShape, d)
+			}
+		}
+		if outShape == nil {
+			outShape = []int{}
+		}
+		m := numElements(keptShape)
+		ostr := bstrides(keptShape, x.shape)
+		acc := make([]float64, m)
+		switch kind {
+		case reduceMax:
+			for k := range acc {
+				acc[k] = math.Inf(-1)
+			}
+		case reduceProd:
+			for k := range acc {
+				acc[k] = 1
+			}
+		}
+		idx := make([]int, r)
+		for e := range x.size() {
+			o := 0
+			for k, v := range idx {
+				o += v * ostr[k]
+			}
+			var v float64
+			switch x.dt {
+			case dtFloat:
+				v = float64(x.f[e])
+			case dtInt:
+				v = float64(x.i[e])
+			default:
+				return nil, fmt.Errorf("cannot reduce %s", x)
+			}
+			switch kind {
+			case reduceSum, reduceMean:
+				acc[o] += v
+			case reduceMax:
+				acc[o] = max(acc[o], v)
+			case reduceProd:
+				acc[o] *= v
+			}
+			for k := r - 1; k >= 0; k-- {
+				idx[k]++
+				if idx[k] < x.shape[k] {
+					break
+				}
+				idx[k] = 0
+			}
+		}
+		out := newTensor(x.dt, outShape)
+		for k, v := range acc {
+			if kind == reduceMean {
+				if x.dt == dtInt {
+					v = math.Trunc(v / float64(count))
+				} else {
+					v /= float64(count)
+				}
+			}
+			if x.dt == dtFloat {
+				out.f[k] = float32(v)
+			} else {
+				out.i[k] = int32(v)
+			}
+		}
+		return one(out), nil
+	}
+}
+
+func opShape(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	s := make([]int32, in[0].rank())
+	for k, d := range in[0].shape {
+		s[k] = int32(d)
+	}
+	return one(intTensor([]int{len(s)}, s)), nil
+}
+
+func opReshape(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	shape, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	size, infer := 1, -1
+	for k, d := range shape {
+		if d == -1 {
+			if infer >= 0 {
+				return nil, errors.New("more than one -1 in shape")
+			}
+			infer = k
+			continue
+		}
+		size *= d
+	}
+	total := in[0].size()
+	if infer >= 0 {
+		if size == 0 || total%size != 0 {
+			return nil, fmt.Errorf("cannot reshape %v to %v", in[0].shape, shape)
+		}
+		shape[infer] = total / size
+	} else if size != total {
+		return nil, fmt.Errorf("cannot reshape %v to %v", in[0].shape, shape)
+	}
+	return one(in[0].withShape(shape)), nil
+}
+
+func opExpandDims(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	axis, err := in[1].scalarInt()
+	if err != nil {
+		return nil, err
+	}
+	r := in[0].rank()
+	if axis < 0 {
+		axis += r + 1
+	}
+	if axis < 0 || axis > r {
+		return nil, fmt.Errorf("axis %d out of range", axis)
+	}
+	shape := slices.Insert(slices.Clone(in[0].shape), axis, 1)
+	return one(in[0].withShape(shape)), nil
+}
+
+func opSqueeze(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	drop := make([]bool, x.rank())
+	dims := n.attrList["squeeze_dims"]
+	if len(dims) == 0 {
+		for k, d := range x.shape {
+			drop[k] = d == 1
+		}
+	}
+	for _, a := range dims {
+		a, err := normAxis(a, x.rank())
+		if err != nil {
+			return nil, err
+		}
+		if x.shape[a] != 1 {
+			return nil, fmt.Errorf("cannot squeeze dimension %d of %v", a, x.shape)
+		}
+		drop[a] = true
+	}
+	shape := []int{}
+	for k, d := range x.shape {
+		if !drop[k] {
+			shape = append(shape, d)
+		}
+	}
+	return one(x.withShape(shape)), nil
+}
+
+func opPack(n *node, in []*tensor) ([]*tensor, error) {
+	if len(in) == 0 {
+		return nil, errors.New("no inputs")
+	}
+	first := in[0]
+	r := first.rank()
+	axis := n.int("axis")
+	if axis < 0 {
+		axis += r + 1
+	}
+	if axis < 0 || axis > r {
+		return nil, fmt.Errorf("axis %d out of range", axis)
+	}
+	for _, t := range in {
+		if t.dt != first.dt || !slices.Equal(t.shape, first.shape) {
+			return nil, fmt.Errorf("cannot pack %s with %s", t, first)
+		}
+	}
+	shape := slices.Insert(slices.Clone(first.shape), axis, len(in))
+	out := newTensor(first.dt, shape)
+	outer := numElements(first.shape[:axis])
+	inner := numElements(first.shape[axis:])
+	for o := range outer {
+		for k, t := range in {
+			copyRange(out, (o*len(in)+k)*inner, t, o*inner, inner)
+		}
+	}
+	return one(out), nil
+}
+
+func opConcat(n *node, in []*tensor) ([]*tensor, error) {
+	if len(in) < 2 {
+		return nil, errors.New("want at least one value and an axis")
+	}
+	axis, err := in[len(in)-1].scalarInt()
+	if err != nil {
+		return nil, err
+	}
+	vals := in[:len(in)-1]
+	first := vals[0]
+	r := first.rank()
+	if axis, err = normAxis(axis, r); err != nil {
+		return nil, err
+	}
+	shape := slices.Clone(first.shape)
+	shape[axis] = 0
+	for _, t := range vals {
+		if t.dt != first.dt || t.rank() != r {
+			return nil, fmt.Errorf("cannot concatenate %s with %s", t, first)
+		}
+		for k := range r {
+			if k != axis && t.shape[k] != first.shape[k] {
+				return nil, fmt.Errorf("cannot concatenate %s with %s", t, first)
+			}
+		}
+		shape[axis] += t.shape[axis]
+	}
+	out := newTensor(first.dt, shape)
+	outer := numElements(shape[:axis])
+	dst := 0
+	for o := range outer {
+		for _, t := range vals {
+			chunk := numElements(t.shape[axis:])
+			copyRange(out, dst, t, o*chunk, chunk)
+			dst += chunk
+		}
+	}
+	return one(out), nil
+}
+
+// gatherStrided copies the elements of x at begin + i*step for every index i of
+// shape into a new tensor of that shape.
+func gatherStrided(x *tensor, shape, begin, step []int) *tensor {
+	out := newTensor(x.dt, shape)
+	n := out.size()
+	if n == 0 {
+		return out
+	}
+	xs := strides(x.shape)
+	r := len(shape)
+	idx := make([]int, r)
+	for e := range n {
+		src := 0
+		for k, v := range idx {
+			src += (begin[k] + v*step[k]) * xs[k]
+		}
+		copyElem(out, e, x, src)
+		for k := r - 1; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < shape[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return out
+}
+
+func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 4); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	begin, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	end, err := in[2].ints()
+	if err != nil {
+		return nil, err
+	}
+	step, err := in[3].ints()
+	if err != nil {
+		return nil, err
+	}
+	if len(begin) != len(end) || len(begin) != len(step) || len(begin) > x.rank() {
+		return nil, fmt.Errorf("slice spec %v:%v:%v does not fit %v", begin, end, step, x.shape)
+	}
+	if n.int("ellipsis_mask") != 0 || n.int("new_axis_mask") != 0 {
+		return nil, errors.New("ellipsis_mask and new_axis_mask are not supported")
+	}
+	bm, em, sm := n.int("begin_mask"), n.int("end_mask"), n.int("shrink_axis_mask")
+	r := x.rank()
+	b, s, shape := make([]int, r), make([]int, r), make([]int, r)
+	var outShape []int
+	for k := range r {
+		d := x.shape[k]
+		if k >= len(begin) {
+			b[k], s[k], shape[k] = 0, 1, d
+			outShape = append(outShape, d)
+			continue
+		}
+		st := step[k]
+		if st == 0 {
+			return nil, errors.New("zero stride")
+		}
+		if sm&(1<<k) != 0 {
+			i := begin[k]
+			if i < 0 {
+				i += d
+			}
+			if i < 0 || i >= d {
+				return nil, fmt.Errorf("index %d out of range for dimension %d of size %d", begin[k], k, d)
+			}
+			b[k], s[k], shape[k] = i, 1, 1
+			continue
+		}
+		clamp := func(v int) int {
+			if v < 0 {
+				v += d
+			}
+			if st > 0 {
+				return min(max(v, 0), d)
+			}
+			return min(max(v, -1), d-1)
+		}
+		var lo, hi int
+		if bm&(1<<k) != 0 {
+			lo = map[bool]int{true: 0, false: d - 1}[st > 0]
+		} else {
+			lo = clamp(begin[k])
+		}
+		if em&(1<<k) != 0 {
+			hi = map[bool]int{true: d, false: -1}[st > 0]
+		} else {
+			hi = clamp(end[k])
+		}
+		cnt := 0
+		if st > 0 && hi > lo {
+			cnt = (hi - lo + st - 1) / st
+		} else if st < 0 && lo > hi {
+			cnt = (lo - hi - st - 1) / -st
+		}
+		b[k], s[k], shape[k] = lo, st, cnt
+		outShape = append(outShape, cnt)
+	}
+	out := gatherStrided(x, shape, b, s)
+	if outShape == nil {
+		outShape = []int{}
+	}
+	return one(out.withShape(outShape)), nil
+}
+
+func opSlice(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	begin, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	size, err := in[2].ints()
+	if err != nil {
+		return nil, err
+	}
+	if len(begin) != x.rank() || len(size) != x.rank() {
+		return nil, fmt.Errorf("slice %v+%v does not fit %v", begin, size, x.shape)
+	}
+	step := make([]int, x.rank())
+	for k := range size {
+		step[k] = 1
+		if size[k] == -1 {
+			size[k] = x.shape[k] - begin[k]
+		}
+		if begin[k] < 0 || size[k] < 0 || begin[k]+size[k] > x.shape[k] {
+			return nil, fmt.Errorf("slice %v+%v does not fit %v", begin, size, x.shape)
+		}
+	}
+	return one(gatherStrided(x, size, begin, step)), nil
+}
+
+func opSplitV(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	sizes, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	axis, err := in[2].scalarInt()
+	if err != nil {
+		return nil, err
+	}
+	if axis, err = normAxis(axis, x.rank()); err != nil {
+		return nil, err
+	}
+	total, infer := 0, -1
+	for k, s := range sizes {
+		if s == -1 {
+			infer = k
+			continue
+		}
+		total += s
+	}
+	if infer >= 0 {
+		sizes[infer] = x.shape[axis] - total
+		total = x.shape[axis]
+	}
+	if total != x.shape[axis] {
+		return nil, fmt.Errorf("split sizes %v do not add up to %d", sizes, x.shape[axis])
+	}
+	outs := make([]*tensor, len(sizes))
+	begin := make([]int, x.rank())
+	step := make([]int, x.rank())
+	for k := range step {
+		step[k] = 1
+	}
+	for k, s := range sizes {
+		shape := slices.Clone(x.shape)
+		shape[axis] = s
+		outs[k] = gatherStrided(x, shape, begin, step)
+		begin[axis] += s
+	}
+	return outs, nil
+}
+
+func opTranspose(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	perm, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	return one2(transpose(in[0], perm))
+}
+
+func one2(t *tensor, err error) ([]*tensor, error) {
+	if err != nil {
+		return nil, err
+	}
+	return one(t), nil
+}
+
+func transpose(x *tensor, perm []int) (*tensor, error) {
+	r := x.rank()
+	if len(perm) != r {
+		return nil, fmt.Errorf("permutation %v for rank %d", perm, r)
+	}
+	xs := strides(x.shape)
+	shape := make([]int, r)
+	ps := make([]int, r)
+	seen := make([]bool, r)
+	for k, p := range perm {
+		if p < 0 || p >= r || seen[p] {
+			return nil, fmt.Errorf("bad permutation %v", perm)
+		}
+		seen[p] = true
+		shape[k] = x.shape[p]
+		ps[k] = xs[p]
+	}
+	out := newTensor(x.dt, shape)
+	n := out.size()
+	if n == 0 {
+		return out, nil
+	}
+	inner := shape[r-1]
+	is := ps[r-1]
+	idx := make([]int, r-1)
+	for o := 0; o < n; o += inner {
+		src := 0
+		for k, v := range idx {
+			src += v * ps[k]
+		}
+		if x.dt == dtFloat {
+			dst := out.f[o : o+inner]
+			for j := range dst {
+				dst[j] = x.f[src+j*is]
+			}
+		} else {
+			for j := range inner {
+				copyElem(out, o+j, x, src+j*is)
+			}
+		}
+		for k := r - 2; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < shape[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return out, nil
+}
+
+func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, err
+	}
+	if n.int("batch_dims") != 0 {
+		return nil, errors.New("batch_dims is not supported")
+	}
+	params, indices := in[0], in[1]
+	axis, err := in[2].scalarInt()
+	if err != nil {
+		return nil, err
+	}
+	if axis, err = normAxis(axis, params.rank()); err != nil {
+		return nil, err
+	}
+	idx, err := indices.ints()
+	if err != nil {
+		return nil, err
+	}
+	shape := slices.Concat(params.shape[:axis], indices.shape, params.shape[axis+1:])
+	out := newTensor(params.dt, shape)
+	outer := numElements(params.shape[:axis])
+	inner := numElements(params.shape[axis+1:])
+	d := params.shape[axis]
+	dst := 0
+	for o := range outer {
+		for _, i := range idx {
+			if i < 0 || i >= d {
+				return nil, fmt.Errorf("index %d out of range [0, %d)", i, d)
+			}
+			copyRange(out, dst, params, (o*d+i)*inner, inner)
+			dst += inner
+		}
+	}
+	return one(out), nil
+}
+
+// ndOffsets turns indices [..., depth] into element offsets into shape, with the
+// size of the slice each one addresses.
+func ndOffsets(indices *tensor, shape []int) (offs []int, slice int, lead []int, err error) {
+	if indices.rank() < 1 {
+		return nil, 0, nil, errors.New("indices must have rank ≥ 1")
+	}
+	depth := indices.shape[indices.rank()-1]
+	if depth > len(shape) {
+		return nil, 0, nil, fmt.Errorf("index depth %d exceeds rank %d", depth, len(shape))
+	}
+	idx, err := indices.ints()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	slice = numElements(shape[depth:])
+	ss := strides(shape)
+	lead = indices.shape[:indices.rank()-1]
+	cnt := numElements(lead)
+	offs = make([]int, cnt)
+	for e := range cnt {
+		o := 0
+		for k := range depth {
+			v := idx[e*depth+k]
+			if v < 0 || v >= shape[k] {
+				return nil, 0, nil, fmt.Errorf("index %v out of range for %v", idx[e*depth:e*depth+depth], shape)
+			}
+			o += v * ss[k]
+		}
+		offs[e] = o
+	}
+	return offs, slice, lead, nil
+}
+
+func opGatherNd(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	params := in[0]
+	offs, slice, lead, err := ndOffsets(in[1], params.shape)
+	if err != nil {
+		return nil, err
+	}
+	depth := in[1].shape[in[1].rank()-1]
+	out := newTensor(params.dt, slices.Concat(lead, params.shape[depth:]))
+	for e, o := range offs {
+		copyRange(out, e*slice, params, o, slice)
+	}
+	return one(out), nil
+}
+
+func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, err
+	}
+	indices, updates := in[0], in[1]
+	shape, err := in[2].ints()
+	if err != nil {
+		return nil, err
+	}
+	offs, slice, _, err := ndOffsets(indices, shape)
+	if err != nil {
+		return nil, err
+	}
+	if updates.size() != len(offs)*slice {
+		return nil, fmt.Errorf("updates %v do not match %d slices of %d", updates.shape, len(offs), slice)
+	}
+	out := newTensor(updates.dt, shape)
+	for e, o := range offs {
+		switch updates.dt {
+		case dtFloat:
+			dst, src := out.f[o:o+slice], updates.f[e*slice:e*slice+slice]
+			for j := range dst {
+				dst[j] += src[j]
+			}
+		case dtInt:
+			for j := range slice {
+				out.i[o+j] += updates.i[e*slice+j]
+			}
+		default:
+			return nil, fmt.Errorf("cannot scatter %s", updates)
+		}
+	}
+	return one(out), nil
+}
+
+func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 4); err != nil {
+		return nil, err
+	}
+	indices, values, def := in[0], in[2], in[3]
+	shape, err := in[1].ints()
+	if err != nil {
+		return nil, err
+	}
+	if values.dt != def.dt || def.size() != 1 {
+		return nil, fmt.Errorf("values %s and default %s", values, def)
+	}
+	if indices.rank() < 2 {
+		indices = indices.withShape([]int{indices.size(), 1})
+	}
+	offs, slice, _, err := ndOffsets(indices, shape)
+	if err != nil {
+		return nil, err
+	}
+	if slice != 1 {
+		return nil, errors.New("indices must address elements")
+	}
+	if values.size() != 1 && values.size() != len(offs) {
+		return nil, fmt.Errorf("%d values for %d indices", values.size(), len(offs))
+	}
+	out := newTensor(values.dt, shape)
+	for e := range out.size() {
+		copyElem(out, e, def, 0)
+	}
+	for e, o := range offs {
+		src := e
+		if values.size() == 1 {
+			src = 0
+		}
+		copyElem(out, o, values, src)
+	}
+	return one(out), nil
+}
+
+func opWhere(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	r := x.rank()
+	var coords []int32
+	idx := make([]int, r)
+	cnt := 0
+	for e := range x.size() {
+		var ok bool
+		switch x.dt {
+		case dtBool:
+			ok = x.b[e]
+		case dtInt:
+			ok = x.i[e] != 0
+		case dtFloat:
+			ok = x.f[e] != 0
+		}
+		if ok {
+			for _, v := range idx {
+				coords = append(coords, int32(v))
+			}
+			cnt++
+		}
+		for k := r - 1; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < x.shape[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	if coords == nil {
+		coords = []int32{}
+	}
+	return one(intTensor([]int{cnt, r}, coords)), nil
+}
+
+func opRange(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, err
+	}
+	if in[0].dt == dtInt {
+		start, err := in[0].scalarInt()
+		if err != nil {
+			return nil, err
+		}
+		limit, err := in[1].scalarInt()
+		if err != nil {
+			return nil, err
+		}
+		delta, err := in[2].scalarInt()
+		if err != nil {
+			return nil, err
+		}
+		if delta == 0 {
+			return nil, errors.New("zero delta")
+		}
+		cnt := max(0, int(math.Ceil(float64(limit-start)/float64(delta))))
+		out := make([]int32, cnt)
+		for k := range out {
+			out[k] = int32(start + k*delta)
+		}
+		return one(intTensor([]int{cnt}, out)), nil
+	}
+	if in[0].dt != dtFloat || in[0].size() != 1 || in[1].size() != 1 || in[2].size() != 1 {
+		return nil, errors.New("want scalar start, limit and delta")
+	}
+	start, limit, delta := float64(in[0].f[0]), float64(in[1].f[0]), float64(in[2].f[0])
+	if delta == 0 {
+		return nil, errors.New("zero delta")
+	}
+	cnt := max(0, int(math.Ceil((limit-start)/delta)))
+	out := make([]float32, cnt)
+	for k := range out {
+		out[k] = float32(start + float64(k)*delta)
+	}
+	return one(floatTensor([]int{cnt}, out)), nil
+}
+
+func opBiasAdd(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	if f := n.attrS["data_format"]; f != "" && f != "NHWC" {
+		return nil, fmt.Errorf("data format %s is not supported", f)
+	}
+	x, bias := in[0], in[1]
+	if err := wantFloat(x); err != nil {
+		return nil, err
+	}
+	c := bias.size()
+	if x.rank() < 1 || x.shape[x.rank()-1] != c || bias.dt != dtFloat {
+		return nil, fmt.Errorf("bias %s does not fit %s", bias, x)
+	}
+	out := make([]float32, len(x.f))
+	for o := 0; o < len(out); o += c {
+		dst, src := out[o:o+c], x.f[o:o+c]
+		for j, b := range bias.f {
+			dst[j] = src[j] + b
+		}
+	}
+	return one(floatTensor(slices.Clone(x.shape), out)), nil
+}
+
+// asNK returns the right operand of a product as the kernel wants it, n×k: data is a
+// rows×cols matrix, already n×k when isNK, else k×n and transposed here.
+func asNK(data []float32, rows, cols int, isNK bool) []float32 {
+	if isNK {
+		return data
+	}
+	return transpose2D(rows, cols, data)
+}
+
+func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	if a.dt != dtFloat || b.dt != dtFloat || a.rank() != 2 || b.rank() != 2 {
+		return nil, fmt.Errorf("want float matrices, got %s and %s", a, b)
+	}
+	m, k := a.shape[0], a.shape[1]
+	ad := a.f
+	if n.bool("transpose_a") {
+		m, k = k, m
+		ad = transpose2D(a.shape[0], a.shape[1], a.f)
+	}
+	var bt []float32
+	var nn int
+	switch {
+	case b.t != nil: // pretransposed weight [k, n]
+		if b.shape[0] != k {
+			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
+		}
+		nn, bt = b.shape[1], b.t
+	case n.bool("transpose_b"):
+		if b.shape[1] != k {
+			return nil, fmt.Errorf("cannot multiply %v by %vᵀ", a.shape, b.shape)
+		}
+		nn, bt = b.shape[0], b.f
+	default:
+		if b.shape[0] != k {
+			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
+		}
+		nn, bt = b.shape[1], transpose2D(b.shape[0], b.shape[1], b.f)
+	}
+	c := make([]float32, m*nn)
+	matmulNT(m, nn, k, ad, bt, c)
+	return one(floatTensor([]int{m, nn}, c)), nil
+}
+
+func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	if x.dt != dtFloat || w.dt != dtFloat || x.rank() != 4 || w.rank() != 4 {
+		return nil, fmt.Errorf("want float NHWC input and HWIO kernel, got %s and %s", x, w)
+	}
+	if f := n.attrS["data_format"]; f != "" && f != "NHWC" {
+		return nil, fmt.Errorf("data format %s is not supported", f)
+	}
+	for _, attr := range []string{"strides", "dilations"} {
+		for _, v := range n.attrList[attr] {
+			if v != 1 {
+				return nil, fmt.Errorf("%s %v: only 1 is supported", attr, n.attrList[attr])
+			}
+		}
+	}
+	if w.shape[0] != 1 || w.shape[1] != 1 {
+		return nil, fmt.Errorf("only 1×1 kernels are supported, got %v", w.shape)
+	}
+	if p := n.attrS["padding"]; p != "VALID" && p != "SAME" {
+		return nil, fmt.Errorf("padding %q is not supported", p)
+	}
+	cin, cout := w.shape[2], w.shape[3]
+	if x.shape[3] != cin {
+		return nil, fmt.Errorf("input %v does not fit kernel %v", x.shape, w.shape)
+	}
+	wt := w.t
+	if wt == nil {
+		wt = transpose2D(cin, cout, w.f)
+	}
+	m := x.shape[0] * x.shape[1] * x.shape[2]
+	c := make([]float32, m*cout)
+	matmulNT(m, cout, cin, x.f, wt, c)
+	return one(floatTensor([]int{x.shape[0], x.shape[1], x.shape[2], cout}, c)), nil
+}
+
+func opBatchMatMul(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	if a.dt != dtFloat || b.dt != dtFloat || a.rank() < 2 || a.rank() != b.rank() {
+		return nil, fmt.Errorf("want float tensors of one rank ≥ 2, got %s and %s", a, b)
+	}
+	r := a.rank()
+	if !slices.Equal(a.shape[:r-2], b.shape[:r-2]) {
+		return nil, fmt.Errorf("batch dimensions of %v and %v differ (broadcasting is not supported)", a.shape, b.shape)
+	}
+	adjX, adjY := n.bool("adj_x"), n.bool("adj_y")
+	ar, ac := a.shape[r-2], a.shape[r-1]
+	br, bc := b.shape[r-2], b.shape[r-1]
+	m, k := ar, ac
+	if adjX {
+		m, k = ac, ar
+	}
+	nn, kb := bc, br
+	if adjY {
+		nn, kb = br, bc
+	}
+	if k != kb {
+		return nil, fmt.Errorf("cannot multiply %v by %v (adj_x %v, adj_y %v)", a.shape, b.shape, adjX, adjY)
+	}
+	batch := numElements(a.shape[:r-2])
+	c := make([]float32, batch*m*nn)
+	mul := func(i int) {
+		ad := a.f[i*ar*ac : (i+1)*ar*ac]
+		if adjX {
+			ad = transpose2D(ar, ac, ad)
+		}
+		bd := asNK(b.f[i*br*bc:(i+1)*br*bc], br, bc, adjY)
+		matmulNT(m, nn, k, ad, bd, c[i*m*nn:(i+1)*m*nn])
+	}
+	parallelFor(batch, batch*m*nn*k, mul)
+	return []*tensor{floatTensor(slices.Concat(a.shape[:r-2], []int{m, nn}), c)}, nil
+}
+
+// parallelFor runs f(0..n-1), across GOMAXPROCS goroutines when work (a count of
+// multiply-adds) is worth it.
+func parallelFor(n, work int, f func(int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 || work < 1<<18 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for w := range workers {
+		i0, i1 := w*per, min((w+1)*per, n)
+		if i0 >= i1 {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := i0; i < i1; i++ {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func opSoftmax(n *node, in []*tensor) ([]*tensor, error) {
+	if err := wantInputs(in, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if err := wantFloat(x); err != nil {
+		return nil, err
+	}
+	if x.rank() < 1 {
+		return nil, errors.New("softmax of a scalar")
+	}
+	c := x.shape[x.rank()-1]
+	out := make([]float32, len(x.f))
+	if c == 0 {
+		return one(floatTensor(slices.Clone(x.shape), out)), nil
+	}
+	for o := 0; o < len(out); o += c {
+		src, dst := x.f[o:o+c], out[o:o+c]
+		mx := src[0]
+		for _, v := range src {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for j, v := range src {
+			e := math.Exp(float64(v - mx))
+			dst[j] = float32(e)
+			sum += e
+		}
+		inv := 1 / sum
+		for j := range dst {
+			dst[j] = float32(float64(dst[j]) * inv)
+		}
+	}
+	return one(floatTensor(slices.Clone(x.shape), out)), nil
+}
