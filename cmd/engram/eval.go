@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/eval"
+	"github.com/engramhq/engram/worker"
+)
+
+// evalCmd is `engram eval`: the shipped suites (or a LoCoMo file) through the real
+// pipeline, with a table, Markdown, JSON and SVG reports, and thresholds.
+func evalCmd() *cobra.Command {
+	var (
+		suites   []string
+		mode     string
+		k        int
+		out      string
+		locomo   string
+		minCheck string
+		recaller string
+		judge    bool
+		keepDB   bool
+		parallel int
+	)
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Measure recall accuracy and hallucinations on the shipped suites or a LoCoMo file",
+		Long: `Runs scenarios through the real pipeline (a worker in this process on its own task
+queue, Temporal, a fresh Postgres database, the extractor of --mode and the configured
+embedder), asks every probe through recall, and reports per suite and category:
+recall@1/5/10, precision@k, MRR, evidence recall@k, false-recall, stale-fact and
+scope-leak rates, cross-tenant leaks, unsupported facts, extraction against gold,
+and write and recall latency. Exits non-zero when a suite misses a threshold.
+See eval/README.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.FromEnv()
+			if err != nil {
+				return err
+			}
+			if minCheck != "on" && minCheck != "off" {
+				return fmt.Errorf("--min-check: %q (allowed: on, off)", minCheck)
+			}
+			em, err := worker.Embedder(cfg)
+			if err != nil {
+				return fmt.Errorf("embedder: %w", err)
+			}
+			gov := cfg.Governance
+			_, err = eval.Main(cmd.Context(), eval.Config{
+				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, MinCheck: minCheck == "on",
+				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel,
+				DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
+				Embedder: em, Gov: &gov, Progress: os.Stderr,
+				Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
+			}, cmd.OutOrStdout())
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
+	f.StringVar(&mode, "mode", eval.ModeRules, "extractor: rules (offline), gold (the scenarios' gold through the LLM code path and a local fake server), llm (ENGRAM_LLM_BASE_URL)")
+	f.IntVar(&k, "k", 10, "cut-off for precision@k and the leak and stale checks")
+	f.StringVar(&out, "out", "eval-out", "folder for the Markdown, JSON and SVG reports (empty: none)")
+	f.StringVar(&locomo, "locomo", "", "a LoCoMo JSON file to run instead of the suites")
+	f.StringVar(&minCheck, "min-check", "on", "fail (non-zero exit) when a figure misses its threshold: on or off")
+	f.StringVar(&recaller, "recall", "engine", "recaller: engine (the recall engine) or baseline (a plain keyword floor)")
+	f.BoolVar(&judge, "judge", false, "answer each question from recall and grade it with an LLM judge (needs ENGRAM_LLM_BASE_URL)")
+	f.BoolVar(&keepDB, "keep-db", false, "keep the run's database for inspection")
+	f.IntVar(&parallel, "parallel", 8, "scenarios ingested at once")
+	return cmd
+}

@@ -1,0 +1,156 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+)
+
+// ErrThresholds is returned when a figure misses its threshold.
+var ErrThresholds = errors.New("eval: thresholds not met")
+
+// Config is a whole `engram eval` invocation.
+type Config struct {
+	Suites   []string // names or files; empty: every shipped suite
+	Mode     string
+	K        int
+	Out      string // folder for the Markdown, JSON and SVG reports ("" : none)
+	LoCoMo   string // a LoCoMo file to run instead of the suites
+	MinCheck bool   // fail when a threshold is missed
+	Recall   string // engine (default) or baseline
+	Judge    bool   // answer + LLM judge when an LLM is configured
+	KeepDB   bool
+	Parallel int
+
+	DatabaseURL     string
+	TemporalAddress string
+	Namespace       string
+	LLM             LLMConfig
+	Embedder        llm.Embedder
+	Gov             *governance.Config
+	Progress        io.Writer // progress bar; nil: none
+	Log             tlog.Logger
+}
+
+// Main runs an invocation: it prints the table to out, writes the reports, and
+// returns ErrThresholds when thresholds are checked and missed. In llm mode without
+// an endpoint it prints why it skipped and returns nil.
+func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeRules
+	}
+	if cfg.Mode == ModeLLM && cfg.LLM.BaseURL == "" {
+		fmt.Fprintln(out, "eval: llm mode skipped: no LLM endpoint is configured (set ENGRAM_LLM_BASE_URL, ENGRAM_LLM_API_KEY and ENGRAM_LLM_MODEL)")
+		return nil, nil
+	}
+	var suites []*Suite
+	var lstats *LoCoMoStats
+	if cfg.LoCoMo != "" {
+		s, st, err := LoadLoCoMo(cfg.LoCoMo)
+		if err != nil {
+			return nil, err
+		}
+		suites, lstats = []*Suite{s}, &st
+	} else {
+		all, err := Shipped()
+		if err != nil {
+			return nil, err
+		}
+		if suites, err = Select(all, cfg.Suites); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("eval: ENGRAM_DATABASE_URL is not set (eval \"$(scripts/stack env)\")")
+	}
+	st, dbName, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, cfg.KeepDB)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: cfg.Log}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer c.Close()
+	factory := DefaultRecaller
+	switch cfg.Recall {
+	case "", "engine":
+	case "baseline":
+		factory = NewBaseline
+	default:
+		return nil, fmt.Errorf("unknown recaller %q (allowed: engine, baseline)", cfg.Recall)
+	}
+	var judge *Judge
+	if cfg.Judge {
+		judge = NewJudge(cfg.LLM)
+	}
+	rep, err := Run(ctx, suites, Options{
+		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
+		Gov: cfg.Gov, NewRecaller: factory, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if lstats != nil && len(rep.Suites) == 1 {
+		LoCoMoExtra(&rep.Suites[0], *lstats)
+	}
+	addJudge(rep, cfg, judge)
+	if cfg.KeepDB {
+		rep.Notes = append(rep.Notes, "database kept: "+dbName)
+	}
+	if cfg.Recall == "baseline" {
+		rep.Notes = append(rep.Notes, "recaller: the plain baseline, not the recall engine")
+	}
+	rep.Check()
+	rep.WriteTable(out)
+	if cfg.Out != "" {
+		files, err := rep.WriteFiles(cfg.Out)
+		if err != nil {
+			return rep, err
+		}
+		for _, f := range files {
+			fmt.Fprintln(out, "wrote", f)
+		}
+	}
+	if cfg.MinCheck && len(rep.Failures()) > 0 {
+		return rep, ErrThresholds
+	}
+	return rep, nil
+}
+
+func addJudge(rep *Report, cfg Config, j *Judge) {
+	if j == nil {
+		if cfg.Judge || cfg.LoCoMo != "" {
+			rep.Notes = append(rep.Notes, "answer generation and LLM judge skipped: no LLM is configured (ENGRAM_LLM_BASE_URL)")
+		}
+		return
+	}
+	for i := range rep.Suites {
+		s := &rep.Suites[i]
+		n, ok := 0, 0
+		for _, p := range s.Probes {
+			if p.Judged {
+				n++
+				if p.Correct {
+					ok++
+				}
+			}
+		}
+		if n > 0 {
+			if s.Extra == nil {
+				s.Extra = map[string]float64{}
+			}
+			s.Extra["llm_judge_accuracy (categories 1-4)"] = float64(ok) / float64(n)
+			s.Extra["llm_judged"] = float64(n)
+		}
+	}
+}

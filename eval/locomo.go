@@ -1,0 +1,241 @@
+package eval
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LoCoMo categories.
+var LoCoMoCategories = map[int]string{1: "1-multi-hop", 2: "2-temporal", 3: "3-open-domain", 4: "4-single-hop", 5: "5-adversarial"}
+
+// LoCoMoSample is one sample of the public LoCoMo file.
+type LoCoMoSample struct {
+	SampleID     string                     `json:"sample_id"`
+	Conversation map[string]json.RawMessage `json:"conversation"`
+	QA           []LoCoMoQA                 `json:"qa"`
+}
+
+// LoCoMoTurn is one turn of a session.
+type LoCoMoTurn struct {
+	Speaker     string `json:"speaker"`
+	DiaID       string `json:"dia_id"`
+	Text        string `json:"text"`
+	BlipCaption string `json:"blip_caption"`
+}
+
+// LoCoMoQA is one question.
+type LoCoMoQA struct {
+	Question          string          `json:"question"`
+	Answer            json.RawMessage `json:"answer"`
+	AdversarialAnswer json.RawMessage `json:"adversarial_answer"`
+	Evidence          []string        `json:"evidence"`
+	Category          int             `json:"category"`
+}
+
+// LoCoMoStats counts what loading had to repair or drop.
+type LoCoMoStats struct {
+	Samples           int `json:"samples"`
+	Sessions          int `json:"sessions"`
+	Turns             int `json:"turns"`
+	Questions         int `json:"questions"`
+	EvidenceIDs       int `json:"evidence_ids"`
+	Normalised        int `json:"normalised_evidence_ids"`    // malformed but repaired ("D:11:26" → "D11:26")
+	Unresolved        int `json:"unresolved_evidence_ids"`    // no such turn after repair
+	Unreadable        int `json:"unreadable_evidence_ids"`    // not an evidence id at all
+	NoEvidence        int `json:"questions_without_evidence"` // dropped: nothing to measure
+	UnreadableDates   int `json:"unreadable_session_dates"`
+	SkippedCategories int `json:"questions_of_unknown_category"`
+}
+
+var (
+	locomoSession = regexp.MustCompile(`^session_(\d+)$`)
+	evidenceID    = regexp.MustCompile(`^D:?(\d+):0*(\d+)$`)
+)
+
+// NormaliseEvidence splits and repairs the evidence ids of a LoCoMo question:
+// "D8:6; D9:17" → D8:6, D9:17; "D:11:26" → D11:26; "D30:05" → D30:5. It returns the
+// ids it could read, how many needed repair, and the parts it could not read.
+func NormaliseEvidence(raw []string) (ids []string, repaired int, bad []string) {
+	for _, r := range raw {
+		parts := strings.FieldsFunc(r, func(c rune) bool { return c == ';' || c == ',' || c == ' ' || c == '\t' })
+		if len(parts) > 1 {
+			repaired += len(parts) - 1
+		}
+		for _, p := range parts {
+			p = strings.TrimSpace(p)
+			m := evidenceID.FindStringSubmatch(p)
+			if m == nil {
+				bad = append(bad, p)
+				continue
+			}
+			sess, _ := strconv.Atoi(m[1])
+			turn, _ := strconv.Atoi(m[2])
+			id := fmt.Sprintf("D%d:%d", sess, turn)
+			if id != p {
+				repaired++
+			}
+			ids = append(ids, id)
+		}
+	}
+	return ids, repaired, bad
+}
+
+// ParseLoCoMoTime reads "1:56 pm on 8 May, 2023".
+func ParseLoCoMoTime(s string) (time.Time, error) {
+	s = strings.Join(strings.Fields(s), " ")
+	for _, layout := range []string{"3:04 pm on 2 January, 2006", "3:04 pm on 2 Jan, 2006", "3:04 pm on January 2, 2006", "3:04 PM on 2 January, 2006"} {
+		if t, err := time.Parse(layout, strings.ToLower(s)); err == nil {
+			return t.UTC(), nil
+		}
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("cannot read LoCoMo date %q", s)
+}
+
+// LoadLoCoMo reads a LoCoMo file into a suite: each conversation is its own user
+// in its own tenant; each turn an event at its session's time (plus a second per
+// turn, to keep the order) with its dia_id as the evidence locator; each question a
+// probe whose expectation is its evidence turns.
+func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
+	var st LoCoMoStats
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, st, err
+	}
+	var samples []LoCoMoSample
+	if err := json.Unmarshal(b, &samples); err != nil {
+		return nil, st, fmt.Errorf("%s: not a LoCoMo file (a JSON list of samples): %w", path, err)
+	}
+	suite := &Suite{Name: "locomo", File: path, Description: "LoCoMo conversations: evidence recall per category"}
+	for si, smp := range samples {
+		st.Samples++
+		id := smp.SampleID
+		if id == "" {
+			id = fmt.Sprintf("conv-%d", si+1)
+		}
+		user := "locomo-" + unsafeTenant.ReplaceAllString(id, "_")
+		sc := Scenario{Name: id, Schema: "general", Tenants: []string{"locomo"}, Users: []User{{ID: user, Tenant: "locomo"}}}
+		var sessions []int
+		for k := range smp.Conversation {
+			if m := locomoSession.FindStringSubmatch(k); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				sessions = append(sessions, n)
+			}
+		}
+		sort.Ints(sessions)
+		known := map[string]bool{}
+		for _, n := range sessions {
+			var turns []LoCoMoTurn
+			if err := json.Unmarshal(smp.Conversation[fmt.Sprintf("session_%d", n)], &turns); err != nil {
+				return nil, st, fmt.Errorf("%s: sample %s session_%d: %w", path, id, n, err)
+			}
+			var date string
+			_ = json.Unmarshal(smp.Conversation[fmt.Sprintf("session_%d_date_time", n)], &date)
+			at, err := ParseLoCoMoTime(date)
+			if err != nil {
+				st.UnreadableDates++
+				at = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * 24 * time.Hour)
+			}
+			st.Sessions++
+			sc.Sessions = append(sc.Sessions, fmt.Sprintf("session_%d", n))
+			for i, t := range turns {
+				text := strings.TrimSpace(t.Text)
+				if t.BlipCaption != "" {
+					text += " [shares a photo: " + strings.TrimSpace(t.BlipCaption) + "]"
+				}
+				if text == "" {
+					continue
+				}
+				dia := t.DiaID
+				if ids, _, _ := NormaliseEvidence([]string{dia}); len(ids) == 1 {
+					dia = ids[0]
+				}
+				if dia == "" || known[dia] {
+					dia = fmt.Sprintf("D%d:x%d", n, i+1)
+				}
+				known[dia] = true
+				st.Turns++
+				tt := Turn{ID: dia, Speaker: user, Text: t.Speaker + ": " + text, Session: fmt.Sprintf("session_%d", n),
+					Locator: t.DiaID, Schema: "general"}
+				tt.Time = at.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
+				sc.Turns = append(sc.Turns, tt)
+			}
+		}
+		for qi, qa := range smp.QA {
+			st.Questions++
+			cat, ok := LoCoMoCategories[qa.Category]
+			if !ok {
+				st.SkippedCategories++
+				continue
+			}
+			ids, repaired, bad := NormaliseEvidence(qa.Evidence)
+			st.EvidenceIDs += len(qa.Evidence)
+			st.Normalised += repaired
+			st.Unreadable += len(bad)
+			var ev []string
+			for _, x := range ids {
+				if known[x] {
+					if !contains(ev, x) {
+						ev = append(ev, x)
+					}
+				} else {
+					st.Unresolved++
+				}
+			}
+			if len(ev) == 0 {
+				st.NoEvidence++
+				continue
+			}
+			sc.Probes = append(sc.Probes, Probe{ID: fmt.Sprintf("q%d", qi+1), Question: qa.Question, User: user,
+				Category: cat, Evidence: ev, Answer: answerText(qa)})
+		}
+		suite.Scenarios = append(suite.Scenarios, sc)
+	}
+	for i := range suite.Scenarios {
+		if err := suite.Scenarios[i].prepare(); err != nil {
+			return nil, st, fmt.Errorf("%s: sample %s: %w", path, suite.Scenarios[i].Name, err)
+		}
+	}
+	return suite, st, nil
+}
+
+func answerText(qa LoCoMoQA) string {
+	raw := qa.Answer
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = qa.AdversarialAnswer
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	return strings.Trim(string(raw), `"`)
+}
+
+// LoCoMoExtra adds evidence recall@k for categories 1–4 together and the loader's
+// counts to the suite's report.
+func LoCoMoExtra(sr *SuiteReport, st LoCoMoStats) {
+	var ps []ProbeResult
+	for _, p := range sr.Probes {
+		if !strings.HasPrefix(p.Category, "5") {
+			ps = append(ps, p)
+		}
+	}
+	m := aggregate(ps, 10)
+	if sr.Extra == nil {
+		sr.Extra = map[string]float64{}
+	}
+	for k, v := range m.EvidenceAt {
+		sr.Extra["evidence_recall@"+k+" (categories 1-4)"] = v
+	}
+	sr.Extra["probes (categories 1-4)"] = float64(len(ps))
+	sr.Notes = append(sr.Notes, fmt.Sprintf("LoCoMo file: %d samples, %d sessions, %d turns, %d questions; %d evidence ids, %d repaired (split lists, \"D:11:26\", \"D30:05\"), %d unreadable, %d naming no turn; %d questions without usable evidence dropped; %d unreadable session dates; %d questions of unknown category",
+		st.Samples, st.Sessions, st.Turns, st.Questions, st.EvidenceIDs, st.Normalised, st.Unreadable, st.Unresolved, st.NoEvidence, st.UnreadableDates, st.SkippedCategories))
+}

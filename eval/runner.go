@@ -1,0 +1,497 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/worker"
+	"github.com/engramhq/engram/workflows"
+)
+
+// Extractor modes.
+const (
+	ModeRules = "rules"
+	ModeGold  = "gold"
+	ModeLLM   = "llm"
+)
+
+// Recaller is what the runner asks: recall.Engine satisfies it.
+type Recaller interface {
+	Recall(ctx context.Context, req recall.Request) (recall.Response, error)
+}
+
+// RecallerFactory builds the recaller over the run's store and embedder.
+type RecallerFactory func(st *storage.Store, em llm.Embedder) (Recaller, error)
+
+// LLMConfig is the endpoint of llm mode and of the optional judge.
+type LLMConfig struct {
+	BaseURL string
+	APIKey  string
+	Model   string
+	Timeout time.Duration
+}
+
+// Options configure a run.
+type Options struct {
+	Mode string
+	// K is the cut-off of precision@k, the leak and stale checks and the recall
+	// request (default 10). recall@1/5/10 are always reported.
+	K         int
+	Store     *storage.Store
+	Temporal  client.Client
+	TaskQueue string
+	Embedder  llm.Embedder
+	// Gov is the governance the worker applies (default governance.DefaultConfig()).
+	Gov *governance.Config
+	// NewRecaller builds the recaller (default: the recall engine).
+	NewRecaller RecallerFactory
+	// LLM is the endpoint for llm mode.
+	LLM LLMConfig
+	// Parallel scenarios ingested at once (default 8).
+	Parallel int
+	// ReviewTimeout: how long a candidate that needs confirmation waits for a
+	// reviewer before the schema's default applies (default 1s: nobody reviews in an
+	// eval, so unconfirmed inferences meet their default).
+	ReviewTimeout time.Duration
+	// Progress receives the progress bar (nil: none).
+	Progress io.Writer
+	// Judge, when set, answers each probe that has a reference answer (except
+	// LoCoMo category 5) from the recalled memories and grades the answer.
+	Judge *Judge
+	// RunID makes idempotency keys unique on a shared Temporal server (default random).
+	RunID string
+}
+
+// TurnResult is what the write path did with one turn.
+type TurnResult struct {
+	Suite, Scenario, Turn string
+	TenantID              string
+	Status                string
+	EventID, EvidenceID   string
+	Latency               time.Duration
+	Err                   string
+	Gold                  bool
+	GoldMatched           int
+	GoldTotal             int
+	Extracted             int
+}
+
+// ProbeResult is one probe's outcome.
+type ProbeResult struct {
+	Suite    string        `json:"suite"`
+	Scenario string        `json:"scenario"`
+	Probe    string        `json:"probe"`
+	Category string        `json:"category"`
+	Question string        `json:"question"`
+	Latency  time.Duration `json:"latency_ns"`
+	Err      string        `json:"error,omitempty"`
+	Score    ProbeScore    `json:"score"`
+	Top      []ItemSummary `json:"top,omitempty"`
+	Misses   []string      `json:"misses,omitempty"`
+	Wrong    []string      `json:"wrong,omitempty"`
+	// Judged: the judge graded an answer; Correct is its verdict.
+	Judged  bool   `json:"judged,omitempty"`
+	Correct bool   `json:"correct,omitempty"`
+	Answer  string `json:"answer,omitempty"`
+}
+
+// ItemSummary is a ranked item as reports show it.
+type ItemSummary struct {
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Content string `json:"content"`
+	Scope   string `json:"scope,omitempty"`
+	Status  string `json:"status,omitempty"`
+	Flags   string `json:"flags,omitempty"`
+}
+
+// Runner runs suites through the pipeline.
+type Runner struct {
+	opt      Options
+	recaller Recaller
+	turnRes  map[string]*TurnResult // by tenant-scoped turn key
+	mu       sync.Mutex
+}
+
+var unsafeTenant = regexp.MustCompile(`[^A-Za-z0-9._:@-]+`)
+
+// TenantID is the tenant a scenario's tenant runs in: each copy of each scenario
+// has tenants of its own, so scenarios never see each other's memory.
+func TenantID(suite string, sc Scenario, tenant string) string {
+	s := fmt.Sprintf("%s.%s.%d.%s", suite, sc.Name, sc.Instance, tenant)
+	return unsafeTenant.ReplaceAllString(s, "_")
+}
+
+// RunsIn reports whether the scenario runs in mode.
+func (sc Scenario) RunsIn(mode string) bool {
+	return len(sc.Modes) == 0 || contains(sc.Modes, mode)
+}
+
+type job struct {
+	suite *Suite
+	sc    *Scenario
+}
+
+// Run ingests every scenario, then asks every probe, and scores the run.
+func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
+	if opt.K <= 0 {
+		opt.K = 10
+	}
+	if opt.Parallel <= 0 {
+		opt.Parallel = 8
+	}
+	if opt.ReviewTimeout <= 0 {
+		opt.ReviewTimeout = time.Second
+	}
+	if opt.Mode == "" {
+		opt.Mode = ModeRules
+	}
+	if opt.RunID == "" {
+		opt.RunID = randomID(10)
+	}
+	if opt.Store == nil || opt.Temporal == nil || opt.TaskQueue == "" {
+		return nil, errors.New("eval: a store, a Temporal client and a task queue are required")
+	}
+	if opt.Embedder == nil {
+		opt.Embedder = llm.NewNGramEmbedder(storage.EmbeddingDim)
+	}
+	gov := governance.DefaultConfig()
+	if opt.Gov != nil {
+		gov = *opt.Gov
+	}
+	if opt.NewRecaller == nil {
+		opt.NewRecaller = DefaultRecaller
+	}
+	var jobs []job
+	for _, s := range suites {
+		for i := range s.Scenarios {
+			if s.Scenarios[i].RunsIn(opt.Mode) {
+				jobs = append(jobs, job{s, &s.Scenarios[i]})
+			}
+		}
+	}
+	ex, closeEx, err := extractorFor(opt, jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeEx()
+
+	w := tworker.New(opt.Temporal, opt.TaskQueue, tworker.Options{})
+	worker.RegisterMemory(w, &activities.MemoryActivities{
+		Store: opt.Store, Extractor: ex, Embedder: opt.Embedder, Schemas: activities.BuiltinSchemas, Gov: gov,
+	})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+
+	rec, err := opt.NewRecaller(opt.Store, opt.Embedder)
+	if err != nil {
+		return nil, fmt.Errorf("recall engine: %w", err)
+	}
+	r := &Runner{opt: opt, recaller: rec, turnRes: map[string]*TurnResult{}}
+
+	total := 0
+	for _, j := range jobs {
+		total += len(j.sc.Turns) + len(j.sc.Probes)
+	}
+	var bar *progressbar.ProgressBar
+	if opt.Progress != nil {
+		bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(opt.Progress),
+			progressbar.OptionSetDescription(fmt.Sprintf("eval %s: ingest", opt.Mode)),
+			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	tick := func() {
+		if bar != nil {
+			_ = bar.Add(1)
+		}
+	}
+
+	// Phase 1: ingest every scenario (scenarios in parallel, one scenario's turns in
+	// their order of arrival, which is the file order).
+	started := time.Now()
+	var turns []*TurnResult
+	var firstErr error
+	sem := make(chan struct{}, opt.Parallel)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(j job) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, t := range j.sc.Turns {
+				tr := r.ingest(ctx, j, t)
+				r.mu.Lock()
+				turns = append(turns, tr)
+				if tr.Err != "" && firstErr == nil {
+					firstErr = fmt.Errorf("%s/%s turn %s: %s", j.suite.Name, j.sc.Name, t.ID, tr.Err)
+				}
+				r.mu.Unlock()
+				tick()
+			}
+		}(j)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	ingestTime := time.Since(started)
+
+	// Phase 2: ask every probe, once all tenants' memory is in place (so a leak
+	// across scenarios or tenants would show).
+	if bar != nil {
+		bar.Describe(fmt.Sprintf("eval %s: probe", opt.Mode))
+	}
+	var probes []ProbeResult
+	for _, j := range jobs {
+		for _, p := range j.sc.Probes {
+			probes = append(probes, r.probe(ctx, j, p))
+			tick()
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	rep := buildReport(opt, suites, jobs, turns, probes)
+	rep.IngestSeconds = ingestTime.Seconds()
+	if err := r.extraction(ctx, jobs, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func turnKey(tenant, scenario string, instance int, turn string) string {
+	return fmt.Sprintf("%s\x1f%s\x1f%d\x1f%s", tenant, scenario, instance, turn)
+}
+
+func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
+	sc := j.sc
+	u, _ := sc.user(t.Speaker, t.Tenant)
+	tenant := TenantID(j.suite.Name, *sc, u.Tenant)
+	tr := &TurnResult{Suite: j.suite.Name, Scenario: sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil}
+	ev := activities.IngestEvent{
+		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: t.Speaker,
+		UserID: u.ID, DepartmentID: u.Department, SessionID: t.Session, TaskID: t.Task,
+		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
+	}
+	start := time.Now()
+	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: r.opt.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionTimeout: 5 * time.Minute,
+	}, workflows.MemoryWriteWorkflowName, workflows.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
+	if err != nil {
+		tr.Err = err.Error()
+		return tr
+	}
+	var res workflows.MemoryWriteResult
+	if err := run.Get(ctx, &res); err != nil {
+		tr.Err = err.Error()
+		return tr
+	}
+	tr.Latency = time.Since(start)
+	tr.Status, tr.EventID, tr.EvidenceID = res.Status, res.EventID, res.EvidenceID
+	r.mu.Lock()
+	r.turnRes[turnKey(tenant, sc.Name, sc.Instance, t.ID)] = tr
+	r.mu.Unlock()
+	return tr
+}
+
+// evidenceOf returns the evidence id of a turn of the scenario.
+func (r *Runner) evidenceOf(j job, turnID string) string {
+	for _, t := range j.sc.Turns {
+		if t.ID != turnID {
+			continue
+		}
+		u, _ := j.sc.user(t.Speaker, t.Tenant)
+		tenant := TenantID(j.suite.Name, *j.sc, u.Tenant)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if tr := r.turnRes[turnKey(tenant, j.sc.Name, j.sc.Instance, t.ID)]; tr != nil {
+			return tr.EvidenceID
+		}
+	}
+	return ""
+}
+
+func (r *Runner) probe(ctx context.Context, j job, p Probe) ProbeResult {
+	sc := j.sc
+	tenant := TenantID(j.suite.Name, *sc, p.Tenant)
+	pr := ProbeResult{Suite: j.suite.Name, Scenario: scenarioLabel(*sc), Probe: p.ID, Category: p.Category, Question: p.Question}
+	req := recall.Request{
+		Principal: recall.Principal{TenantID: tenant, ID: p.User, UserID: p.User, DepartmentID: p.Department},
+		Query:     p.Question, SessionID: p.Session, TaskID: p.Task, AsOf: p.When(),
+		K: max(r.opt.K, 10), Schema: p.Schema, Purpose: "eval",
+	}
+	start := time.Now()
+	resp, err := r.recaller.Recall(ctx, req)
+	pr.Latency = time.Since(start)
+	if err != nil {
+		pr.Err = err.Error()
+		pr.Score = scoreFailed(p)
+		return pr
+	}
+	items := resp.Items
+	looked, err := lookup(ctx, r.opt.Store, items)
+	if err != nil {
+		pr.Err = err.Error()
+		pr.Score = scoreFailed(p)
+		return pr
+	}
+	pc := probeContext{
+		probe: p, tenant: tenant, k: r.opt.K, items: items, rows: looked,
+		evidence: func(turn string) string { return r.evidenceOf(j, turn) },
+	}
+	pr.Score, pr.Misses, pr.Wrong, pr.Top = pc.score()
+	if r.opt.Judge != nil && p.Answer != "" && !strings.HasPrefix(p.Category, "5") {
+		var mems []string
+		for i, it := range items {
+			if i >= r.opt.K {
+				break
+			}
+			mems = append(mems, fmt.Sprintf("- [%s] %s", it.OccurredAt.Format("2 January 2006"), it.Content))
+		}
+		ans, ok, err := r.opt.Judge.Grade(ctx, p.Question, p.Answer, mems)
+		if err != nil {
+			pr.Err = "judge: " + err.Error()
+		} else {
+			pr.Judged, pr.Correct, pr.Answer = true, ok, ans
+		}
+	}
+	return pr
+}
+
+func scenarioLabel(sc Scenario) string {
+	if sc.Instance == 0 {
+		return sc.Name
+	}
+	return fmt.Sprintf("%s#%d", sc.Name, sc.Instance)
+}
+
+// extraction compares what the extractor proposed with the gold of each turn.
+func (r *Runner) extraction(ctx context.Context, jobs []job, rep *Report) error {
+	type agg struct{ matched, extracted, gold int }
+	per := map[string]*agg{}
+	for _, j := range jobs {
+		for _, t := range j.sc.Turns {
+			if t.Gold == nil {
+				continue
+			}
+			u, _ := j.sc.user(t.Speaker, t.Tenant)
+			tenant := TenantID(j.suite.Name, *j.sc, u.Tenant)
+			r.mu.Lock()
+			tr := r.turnRes[turnKey(tenant, j.sc.Name, j.sc.Instance, t.ID)]
+			r.mu.Unlock()
+			if tr == nil || tr.EventID == "" {
+				continue
+			}
+			cands, err := r.opt.Store.ListCandidates(ctx, tenant, "", tr.EventID, 100)
+			if err != nil {
+				return fmt.Errorf("load candidates of %s: %w", t.ID, err)
+			}
+			var got []goldKey
+			for _, c := range cands {
+				got = append(got, goldKey{Predicate: c.Predicate, Object: normObject(c.Object), Retraction: c.Retraction, Entity: c.EntityID})
+			}
+			var want []goldKey
+			for _, g := range *t.Gold {
+				want = append(want, goldKey{Predicate: g.Predicate, Object: normObject(g.Object), Retraction: g.Retraction, Entity: g.EntityID})
+			}
+			m := matchGold(got, want)
+			a := per[j.suite.Name]
+			if a == nil {
+				a = &agg{}
+				per[j.suite.Name] = a
+			}
+			a.matched += m
+			a.extracted += len(got)
+			a.gold += len(want)
+		}
+	}
+	for i := range rep.Suites {
+		a := per[rep.Suites[i].Suite]
+		if a == nil {
+			continue
+		}
+		ex := &Extraction{GoldCandidates: a.gold, Extracted: a.extracted, Matched: a.matched}
+		ex.Precision = ratio(a.matched, a.extracted, 1)
+		ex.Recall = ratio(a.matched, a.gold, 1)
+		rep.Suites[i].Extraction = ex
+	}
+	return nil
+}
+
+type goldKey struct {
+	Predicate  string
+	Object     string
+	Retraction bool
+	Entity     string
+}
+
+// matchGold counts the gold candidates matched by an extracted one (each used once).
+// An event's object is its state, which extractors may or may not fill in: events
+// match on predicate and entity.
+func matchGold(got, want []goldKey) int {
+	used := make([]bool, len(got))
+	n := 0
+	for _, w := range want {
+		for i, g := range got {
+			if used[i] || g.Predicate != w.Predicate || g.Retraction != w.Retraction {
+				continue
+			}
+			if w.Entity != "" || g.Entity != "" {
+				if g.Entity != w.Entity {
+					continue
+				}
+			} else if !w.Retraction && g.Object != w.Object {
+				continue
+			}
+			used[i] = true
+			n++
+			break
+		}
+	}
+	return n
+}
+
+func normObject(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(strings.ReplaceAll(s, ",", ""))), " ")
+}
+
+func ratio(a, b int, empty float64) float64 {
+	if b == 0 {
+		return empty
+	}
+	return float64(a) / float64(b)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := int(float64(len(s)-1)*p + 0.5)
+	return s[idx]
+}
