@@ -1,11 +1,14 @@
 package eval
 
 import (
+	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 )
 
-// DefaultRecaller builds the recall engine the runner measures.
+// DefaultRecaller builds the recall engine the runner measures: Postgres full-text
+// keywords, the run's embedder, the built-in schemas and default options.
 func DefaultRecaller(st *storage.Store, em llm.Embedder) (Recaller, error) {
-	return NewBaseline(st, em) // TODO(issue 7): recall.New once recall/ builds
+	return recall.New(st, em, recall.NewPostgresKeyword(st), activities.BuiltinSchemas, recall.Options{}), nil
 }

@@ -117,37 +117,85 @@ func goldDocument(t Turn, userID string) (string, error) {
 
 // GoldScript is the fake OpenAI server's script that answers each turn's extraction
 // with its gold: a rule per turn text, matched on the event-text block of the
-// prompt (so a turn quoted among the recent turns of another does not match).
-// Turns without gold get an empty extraction.
+// prompt (so a turn quoted among the recent turns of another does not match). When
+// one text has different gold in different places (the same "that order" in two
+// copies of a scenario), its rules also match the previous turn of the speaker,
+// which the prompt lists just before the event text. Turns without gold get an
+// empty extraction.
 func GoldScript(jobs []job) (fakeopenai.Script, int, error) {
-	var sc fakeopenai.Script
-	seen := map[string]string{}
-	n := 0
+	type entry struct {
+		where, doc, prev string
+	}
+	byText := map[string][]entry{}
+	var order []string
 	for _, j := range jobs {
-		for _, t := range j.sc.Turns {
+		for i, t := range j.sc.Turns {
 			if t.Gold == nil {
 				continue
 			}
 			u, _ := j.sc.user(t.Speaker, t.Tenant)
 			doc, err := goldDocument(t, u.ID)
 			if err != nil {
-				return sc, 0, fmt.Errorf("%s/%s: %w", j.suite.Name, j.sc.Name, err)
+				return fakeopenai.Script{}, 0, fmt.Errorf("%s/%s: %w", j.suite.Name, j.sc.Name, err)
 			}
-			// Relations carry the user id; the same text said by two users needs two rules.
-			key := "<<<\n" + t.Text + "\n>>>"
-			if prev, ok := seen[key]; ok {
-				if prev != doc {
-					return sc, 0, fmt.Errorf("%s/%s turn %s: the same text has different gold elsewhere; make the texts differ", j.suite.Name, j.sc.Name, t.ID)
-				}
-				continue
+			if _, ok := byText[t.Text]; !ok {
+				order = append(order, t.Text)
 			}
-			seen[key] = doc
-			sc.Rules = append(sc.Rules, fakeopenai.Rule{Contains: key, Responses: []fakeopenai.Response{fakeopenai.Raw(doc)}})
-			n++
+			byText[t.Text] = append(byText[t.Text], entry{where: j.suite.Name + "/" + scenarioLabel(*j.sc) + " turn " + t.ID, doc: doc, prev: previousTurn(j.sc.Turns, i)})
 		}
 	}
-	return sc, n, nil
+	var sc fakeopenai.Script
+	var plain []fakeopenai.Rule
+	for _, text := range order {
+		es := byText[text]
+		block := "\nEvent text:\n<<<\n" + text + "\n>>>"
+		same := true
+		for _, e := range es {
+			same = same && e.doc == es[0].doc
+		}
+		if same {
+			plain = append(plain, fakeopenai.Rule{Contains: "<<<\n" + text + "\n>>>", Responses: []fakeopenai.Response{fakeopenai.Raw(es[0].doc)}})
+			continue
+		}
+		seen := map[string]entry{}
+		for _, e := range es {
+			if e.prev == "" {
+				return sc, 0, fmt.Errorf("%s: the text %q has different gold elsewhere and no previous turn tells them apart; make the texts differ", e.where, text)
+			}
+			key := "- " + flattenLine(e.prev) + "\n" + block
+			if o, ok := seen[key]; ok && o.doc != e.doc {
+				return sc, 0, fmt.Errorf("%s and %s: the same text after the same turn has different gold; make the texts differ", o.where, e.where)
+			}
+			seen[key] = e
+			sc.Rules = append(sc.Rules, fakeopenai.Rule{Contains: key, Responses: []fakeopenai.Response{fakeopenai.Raw(e.doc)}})
+		}
+	}
+	sc.Rules = append(sc.Rules, plain...)
+	return sc, len(sc.Rules), nil
 }
+
+// previousTurn is the text of the speaker's turn the write path shows as the most
+// recent one before turns[i]: recorded earlier (file order is arrival order) and
+// not later in time.
+func previousTurn(turns []Turn, i int) string {
+	t := turns[i]
+	best := -1
+	for j := 0; j < i; j++ {
+		o := turns[j]
+		if o.Speaker != t.Speaker || o.Tenant != t.Tenant || o.At().After(t.At()) {
+			continue
+		}
+		if best < 0 || !o.At().Before(turns[best].At()) {
+			best = j
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return turns[best].Text
+}
+
+func flattenLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // extractorFor builds the extractor of the mode.
 func extractorFor(opt Options, jobs []job) (llm.Extractor, func(), error) {

@@ -206,6 +206,11 @@ func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recall engine: %w", err)
 	}
+	if c, ok := rec.(interface{ Close() error }); ok {
+		defer c.Close()
+	} else if c, ok := rec.(interface{ Close() }); ok {
+		defer c.Close()
+	}
 	r := &Runner{opt: opt, recaller: rec, turnRes: map[string]*TurnResult{}}
 
 	total := 0
