@@ -34,6 +34,12 @@ type Config struct {
 	// DuplicateBoost is added to the confidence of a fact a trusted duplicate restates,
 	// capped at 1 (default 0.1).
 	DuplicateBoost float64 `json:"duplicate_boost" yaml:"duplicate_boost"`
+
+	// NeverSupersede is a fault injected by tests only (the eval harness proves its
+	// hallucination suite catches a broken rule): a new value for a key with a
+	// current revision is treated as a duplicate, so the old value stays current.
+	// Never set it in a deployment; configuration files cannot (no json/yaml name).
+	NeverSupersede bool `json:"-" yaml:"-"`
 }
 
 // DefaultConfig returns the default thresholds.

@@ -308,6 +308,9 @@ func plan(cfg Config, p Proposal, existing []Existing, trusted bool) Decision {
 		return withBroader(d)
 	}
 
+	if current != nil && cfg.NeverSupersede { // test-only fault, see Config.NeverSupersede
+		return duplicate(cfg, d, *current, c, what, trusted)
+	}
 	if current != nil {
 		d.Action = ActionSupersede
 		d.Target = ptr(*current)
