@@ -139,6 +139,9 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if _, err := a.Schemas(ctx, e.Schema); err != nil {
 		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), ErrTypeUnknownSchema, err)
 	}
+	if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
+		return RecordResult{}, err
+	}
 	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, &storage.Event{
 		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
 		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,

@@ -1,0 +1,5 @@
+package maintenance
+
+import "go.temporal.io/sdk/worker"
+
+func registerMaintenance(w worker.Registry, d Deps) {}

@@ -1,0 +1,258 @@
+// Package lifecycle tests Engram's memory life cycle end to end on the real stack:
+// erasure (with a worker SIGKILLed mid-erasure), maintenance workflows, redaction,
+// encryption at rest and the access log.
+package lifecycle
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/worker"
+	"github.com/engramhq/engram/workflows"
+)
+
+type env struct {
+	t     *testing.T
+	st    *storage.Store
+	dsn   string
+	c     client.Client
+	queue string
+}
+
+func newEnv(t *testing.T) *env {
+	st, dsn := testenv.StoreURL(t)
+	return &env{t: t, st: st, dsn: dsn, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
+}
+
+// inProcessWorker runs the write path and the life-cycle workflows in this process.
+func (e *env) inProcessWorker(d maintenance.Deps) {
+	w := tworker.New(e.c, e.queue, tworker.Options{})
+	worker.RegisterMemory(w, &activities.MemoryActivities{
+		Store: e.st, Extractor: llm.NewRuleExtractor(), Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+	})
+	d.Store = e.st
+	if d.Temporal == nil {
+		d.Temporal = e.c
+		d.Namespace = testenv.Namespace()
+	}
+	if d.Embedder == nil {
+		d.Embedder = llm.NewNGramEmbedder(storage.EmbeddingDim)
+	}
+	maintenance.Register(w, d)
+	require.NoError(e.t, w.Start())
+	e.t.Cleanup(w.Stop)
+}
+
+var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+func event(tenant, user, schemaName, text string, at time.Time) activities.IngestEvent {
+	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
+}
+
+func (e *env) startWrite(in workflows.MemoryWriteInput) client.WorkflowRun {
+	e.t.Helper()
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: workflows.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.MemoryWriteWorkflowName, in)
+	require.NoError(e.t, err)
+	return run
+}
+
+func (e *env) write(ev activities.IngestEvent) workflows.MemoryWriteResult {
+	e.t.Helper()
+	run := e.startWrite(workflows.MemoryWriteInput{Event: ev})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var res workflows.MemoryWriteResult
+	require.NoError(e.t, run.Get(ctx, &res))
+	return res
+}
+
+func (e *env) erase(in workflows.EraseSubjectInput) client.WorkflowRun {
+	e.t.Helper()
+	run, err := e.c.ExecuteWorkflow(context.Background(), workflows.EraseSubjectStartOptions(e.queue, in), workflows.EraseSubjectWorkflowName, in)
+	require.NoError(e.t, err)
+	return run
+}
+
+func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// buildWorker builds the worker binary the crash tests kill: `engram worker` with
+// the life-cycle workflows registered.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "engram-lifecycle-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "lifecycleworker")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./tests/lifecycle/lifecycleworker")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return buildBin
+}
+
+type workerProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+}
+
+func (w *workerProcess) kill() {
+	w.once.Do(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+	})
+}
+
+func (e *env) startWorkerProcess(bin string, extraEnv ...string) *workerProcess {
+	t := e.t
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"ENGRAM_DATABASE_URL="+e.dsn,
+		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
+		"TEMPORAL_NAMESPACE="+testenv.Namespace(),
+		"ENGRAM_TASK_QUEUE="+e.queue,
+		"ENGRAM_LLM_BASE_URL=", "ENGRAM_EMBED_BASE_URL=",
+	)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = cmd.Stderr
+	require.NoError(t, cmd.Start())
+	w := &workerProcess{cmd: cmd, done: make(chan struct{})}
+	var mu sync.Mutex
+	var tail []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			tail = append(tail, sc.Text())
+			if len(tail) > 60 {
+				tail = tail[1:]
+			}
+			mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		w.kill()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("worker pid %d log tail:\n%s", cmd.Process.Pid, strings.Join(tail, "\n"))
+			mu.Unlock()
+		}
+	})
+	select {
+	case <-w.done:
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("worker exited at once:\n%s", strings.Join(tail, "\n"))
+	case <-time.After(500 * time.Millisecond):
+	}
+	return w
+}
+
+// tables lists every base table of the database, so a table added later is
+// checked by the erasure tests without anyone remembering to add it.
+func (e *env) tables() []string {
+	e.t.Helper()
+	var names []string
+	require.NoError(e.t, e.st.DB().NewRaw(`SELECT table_name FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY table_name`).Scan(context.Background(), &names))
+	return names
+}
+
+func (e *env) hasColumn(table, col string) bool {
+	var n int
+	require.NoError(e.t, e.st.DB().NewRaw(`SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public' AND table_name = ? AND column_name = ?`, table, col).Scan(context.Background(), &n))
+	return n == 1
+}
+
+// rowsMentioning counts, per table, the rows of tenant whose text contains any of
+// needles (a user id, a fact id, an evidence id …). Tables without a tenant_id are
+// searched whole.
+func (e *env) rowsMentioning(tenant string, needles []string) map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	for _, tb := range e.tables() {
+		if tb == "bun_migrations" || tb == "bun_migration_locks" {
+			continue
+		}
+		where := "true"
+		args := []any{}
+		if e.hasColumn(tb, "tenant_id") {
+			where = "x.tenant_id = ?"
+			args = append(args, tenant)
+		}
+		var ors []string
+		for _, n := range needles {
+			ors = append(ors, "x::text LIKE ?")
+			args = append(args, "%"+n+"%")
+		}
+		if len(ors) == 0 {
+			continue
+		}
+		var c int
+		q := fmt.Sprintf("SELECT count(*) FROM %q x WHERE %s AND (%s)", tb, where, strings.Join(ors, " OR "))
+		require.NoError(e.t, e.st.DB().NewRaw(q, args...).Scan(context.Background(), &c))
+		if c > 0 {
+			out[tb] = c
+		}
+	}
+	return out
+}
+
+func (e *env) ids(q string, args ...any) []string {
+	e.t.Helper()
+	var out []string
+	require.NoError(e.t, e.st.DB().NewRaw(q, args...).Scan(context.Background(), &out))
+	return out
+}
