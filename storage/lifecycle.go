@@ -95,11 +95,11 @@ func (s *Store) BeginErasure(ctx context.Context, subj ErasureSubject, requested
 	_, err := s.db.NewInsert().Model(t).
 		On("CONFLICT (tenant_id, subject_type, subject_id) DO UPDATE").
 		Set("status = 'RUNNING'").
-		Set("requested_by = CASE WHEN "+sameRun+" THEN tombstone.requested_by ELSE EXCLUDED.requested_by END").
-		Set("reason = CASE WHEN "+sameRun+" THEN tombstone.reason ELSE EXCLUDED.reason END").
-		Set("counts = CASE WHEN "+sameRun+" THEN tombstone.counts ELSE '{}'::jsonb END").
-		Set("steps_done = CASE WHEN "+sameRun+" THEN tombstone.steps_done ELSE '{}' END").
-		Set("requested_at = CASE WHEN "+sameRun+" THEN tombstone.requested_at ELSE now() END").
+		Set("requested_by = CASE WHEN " + sameRun + " THEN tombstone.requested_by ELSE EXCLUDED.requested_by END").
+		Set("reason = CASE WHEN " + sameRun + " THEN tombstone.reason ELSE EXCLUDED.reason END").
+		Set("counts = CASE WHEN " + sameRun + " THEN tombstone.counts ELSE '{}'::jsonb END").
+		Set("steps_done = CASE WHEN " + sameRun + " THEN tombstone.steps_done ELSE '{}' END").
+		Set("requested_at = CASE WHEN " + sameRun + " THEN tombstone.requested_at ELSE now() END").
 		Set("finished_at = NULL, workflow_id = EXCLUDED.workflow_id").
 		Exec(ctx)
 	if err != nil {

@@ -117,7 +117,9 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	otherBefore := e.rowsMentioning(tA, e.needles(tA, other))
 	tBBefore := e.rowsMentioning(tB, e.needles(tB, victim))
 	require.NotEmpty(t, e.rowsMentioning(tA, victimNeedles))
-	eventually(t, 30*time.Second, "write workflows visible", func() bool { return e.subjectWorkflows(storage.ErasureSubject{TenantID: tA, UserID: victim}) >= len(sv.writeIDs) })
+	eventually(t, 30*time.Second, "write workflows visible", func() bool {
+		return e.subjectWorkflows(storage.ErasureSubject{TenantID: tA, UserID: victim}) >= len(sv.writeIDs)
+	})
 
 	in := workflows.EraseSubjectInput{TenantID: tA, UserID: victim, RequestedBy: "dpo@example.com", Reason: "GDPR art. 17 request #42",
 		BatchSize: 1, Throttle: 400 * time.Millisecond, HeartbeatTimeout: 3 * time.Second}
