@@ -10,3 +10,32 @@ build:
 # Brings up the stack, migrates and runs the engine (the README's first command).
 dev:
 	scripts/dev
+
+# Code generation: buf with local plugins (go install …; no remote plugins).
+BUF_VERSION ?= v1.75.0
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+PROTOC_GEN_CONNECT_GO_VERSION ?= v1.19.1
+GOBIN ?= $(shell go env GOPATH)/bin
+GEN_PATH := $(GOBIN):$(PATH)
+
+.PHONY: generate checkgenerate gentools
+gentools:
+	@test -x $(GOBIN)/buf || go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	@test -x $(GOBIN)/protoc-gen-go || go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@test -x $(GOBIN)/protoc-gen-connect-go || go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+
+# Regenerates gen/ from proto/.
+generate: gentools
+	PATH=$(GEN_PATH) buf lint
+	rm -rf gen/engram
+	PATH=$(GEN_PATH) buf generate
+
+# Fails when gen/ differs from what proto/ generates (run by scripts/test).
+checkgenerate: gentools
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	  PATH=$(GEN_PATH) buf lint && \
+	  PATH=$(GEN_PATH) buf generate -o $$tmp && \
+	  if ! diff -r $$tmp/gen gen >/dev/null; then \
+	    diff -r $$tmp/gen gen | head -50; \
+	    echo "gen/ is out of date with proto/: run 'make generate' and commit" >&2; exit 1; \
+	  fi

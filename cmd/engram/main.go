@@ -31,7 +31,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd())
+	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd(), serveCmd(), keysCmd())
 	return root
 }
 

@@ -1,0 +1,350 @@
+// Package client is the Go client of Engram's API: a typed wrapper over the
+// generated Connect clients that sends the API key, generates idempotency keys for
+// Ingest, and retries calls that are safe to retry when the server is UNAVAILABLE.
+//
+//	c := client.New("http://127.0.0.1:8080", os.Getenv("ENGRAM_API_KEY"))
+//	res, err := c.Ingest(ctx, &engramv1.Event{UserId: "u1", Content: "预算不超过8000元", Schema: "travel"}, client.Wait())
+//	ctx, err := c.Recall(ctx, &engramv1.RecallRequest{UserId: "u1", Query: "budget"})
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/gen/engram/v1/engramv1connect"
+)
+
+// Client calls one Engram server. It is safe for concurrent use.
+type Client struct {
+	Memory engramv1connect.MemoryServiceClient
+	Review engramv1connect.ReviewServiceClient
+	Task   engramv1connect.TaskServiceClient
+	Schema engramv1connect.SchemaServiceClient
+
+	retry retryPolicy
+}
+
+type options struct {
+	http     connect.HTTPClient
+	protocol connect.ClientOption
+	retry    retryPolicy
+	extra    []connect.ClientOption
+}
+
+type retryPolicy struct {
+	attempts int
+	initial  time.Duration
+	max      time.Duration
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithHTTPClient sets the HTTP client (default: one that speaks HTTP/1.1 and, for
+// gRPC, HTTP/2 without TLS).
+func WithHTTPClient(c connect.HTTPClient) Option { return func(o *options) { o.http = c } }
+
+// WithGRPC uses the gRPC protocol instead of Connect.
+func WithGRPC() Option { return func(o *options) { o.protocol = connect.WithGRPC() } }
+
+// WithGRPCWeb uses the gRPC-Web protocol instead of Connect.
+func WithGRPCWeb() Option { return func(o *options) { o.protocol = connect.WithGRPCWeb() } }
+
+// WithRetry sets how often a retryable call is tried (attempts ≥ 1; 1 disables
+// retries) and the first backoff, which doubles up to 5s with jitter. Default: 5
+// attempts from 200ms.
+func WithRetry(attempts int, initial time.Duration) Option {
+	return func(o *options) {
+		if attempts < 1 {
+			attempts = 1
+		}
+		o.retry.attempts, o.retry.initial = attempts, initial
+	}
+}
+
+// WithClientOptions passes further Connect client options (interceptors, …).
+func WithClientOptions(opts ...connect.ClientOption) Option {
+	return func(o *options) { o.extra = append(o.extra, opts...) }
+}
+
+// DefaultHTTPClient speaks HTTP/1.1 and HTTP/2, including HTTP/2 without TLS (h2c)
+// for http:// URLs, which gRPC needs.
+func DefaultHTTPClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+}
+
+// New returns a client of the server at baseURL (e.g. http://127.0.0.1:8080) that
+// authenticates with apiKey.
+func New(baseURL, apiKey string, opts ...Option) *Client {
+	o := options{retry: retryPolicy{attempts: 5, initial: 200 * time.Millisecond, max: 5 * time.Second}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.http == nil {
+		o.http = DefaultHTTPClient()
+	}
+	if o.retry.max == 0 {
+		o.retry.max = 5 * time.Second
+	}
+	copts := []connect.ClientOption{connect.WithInterceptors(bearer(apiKey))}
+	if o.protocol != nil {
+		copts = append(copts, o.protocol)
+	}
+	copts = append(copts, o.extra...)
+	baseURL = strings.TrimRight(baseURL, "/")
+	return &Client{
+		Memory: engramv1connect.NewMemoryServiceClient(o.http, baseURL, copts...),
+		Review: engramv1connect.NewReviewServiceClient(o.http, baseURL, copts...),
+		Task:   engramv1connect.NewTaskServiceClient(o.http, baseURL, copts...),
+		Schema: engramv1connect.NewSchemaServiceClient(o.http, baseURL, copts...),
+		retry:  o.retry,
+	}
+}
+
+func bearer(key string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if key != "" {
+				req.Header().Set("Authorization", "Bearer "+key)
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// call runs f, retrying with backoff while the server answers UNAVAILABLE. Only
+// calls that are safe to repeat go through it: reads, and Ingest, which is
+// idempotent by its key.
+func call[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T, error)) (*T, error) {
+	wait := p.initial
+	for attempt := 1; ; attempt++ {
+		out, err := f(ctx)
+		if err == nil || attempt >= p.attempts || connect.CodeOf(err) != connect.CodeUnavailable {
+			return out, err
+		}
+		d := wait/2 + time.Duration(rand.Int64N(int64(wait)+1))/2
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(d):
+		}
+		wait = min(wait*2, p.max)
+	}
+}
+
+func once[T any](ctx context.Context, f func(context.Context) (*T, error)) (*T, error) { return f(ctx) }
+
+// IngestOption tunes Ingest and IngestBatch.
+type IngestOption func(*engramv1.IngestRequest)
+
+// Wait blocks until the write committed or waits for review.
+func Wait() IngestOption { return func(r *engramv1.IngestRequest) { r.Wait = true } }
+
+// WaitFor is Wait with a bound.
+func WaitFor(d time.Duration) IngestOption {
+	return func(r *engramv1.IngestRequest) { r.Wait, r.WaitTimeout = true, durationpb.New(d) }
+}
+
+// BatchKey sets the idempotency key of a batch.
+func BatchKey(k string) IngestOption { return func(r *engramv1.IngestRequest) { r.BatchKey = k } }
+
+// NewIdempotencyKey returns a fresh idempotency key.
+func NewIdempotencyKey() string { return "go-" + uuid.NewString() }
+
+// Ingest sends one event. An empty idempotency key is replaced by a generated one
+// (set on ev), so the retries below are the same write.
+func (c *Client) Ingest(ctx context.Context, ev *engramv1.Event, opts ...IngestOption) (*engramv1.IngestResult, error) {
+	if ev != nil && ev.IdempotencyKey == "" {
+		ev.IdempotencyKey = NewIdempotencyKey()
+	}
+	req := &engramv1.IngestRequest{Event: ev}
+	for _, o := range opts {
+		o(req)
+	}
+	res, err := call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.IngestResponse], error) {
+		return c.Memory.Ingest(ctx, connect.NewRequest(req))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Msg.Results) != 1 {
+		return nil, errors.New("engram: Ingest answered without a result")
+	}
+	return res.Msg.Results[0], nil
+}
+
+// IngestBatch sends a batch (at most 500 events), generating missing keys.
+func (c *Client) IngestBatch(ctx context.Context, evs []*engramv1.Event, opts ...IngestOption) (*engramv1.IngestResponse, error) {
+	for _, ev := range evs {
+		if ev != nil && ev.IdempotencyKey == "" {
+			ev.IdempotencyKey = NewIdempotencyKey()
+		}
+	}
+	req := &engramv1.IngestRequest{Events: evs}
+	for _, o := range opts {
+		o(req)
+	}
+	res, err := call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.IngestResponse], error) {
+		return c.Memory.Ingest(ctx, connect.NewRequest(req))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// Recall returns the context to remember for a user.
+func (c *Client) Recall(ctx context.Context, req *engramv1.RecallRequest) (*engramv1.RecallResponse, error) {
+	return msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.RecallResponse], error) {
+		return c.Memory.Recall(ctx, connect.NewRequest(req))
+	}))
+}
+
+// GetFact returns one fact revision with its evidence ids.
+func (c *Client) GetFact(ctx context.Context, factID string) (*engramv1.Fact, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetFactResponse], error) {
+		return c.Memory.GetFact(ctx, connect.NewRequest(&engramv1.GetFactRequest{FactId: factID}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Fact, nil
+}
+
+// ListFacts lists facts, newest first.
+func (c *Client) ListFacts(ctx context.Context, req *engramv1.ListFactsRequest) ([]*engramv1.Fact, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.ListFactsResponse], error) {
+		return c.Memory.ListFacts(ctx, connect.NewRequest(req))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Facts, nil
+}
+
+// FactHistory returns every revision of a memory key, oldest first.
+func (c *Client) FactHistory(ctx context.Context, memoryKey string) ([]*engramv1.Fact, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.FactHistoryResponse], error) {
+		return c.Memory.FactHistory(ctx, connect.NewRequest(&engramv1.FactHistoryRequest{MemoryKey: memoryKey}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Revisions, nil
+}
+
+// InvalidateFact closes a fact's ACTIVE revision (reviewer or admin keys).
+func (c *Client) InvalidateFact(ctx context.Context, factID, reason string) (*engramv1.Fact, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.InvalidateFactResponse], error) {
+		return c.Memory.InvalidateFact(ctx, connect.NewRequest(&engramv1.InvalidateFactRequest{FactId: factID, Reason: reason}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Fact, nil
+}
+
+// ListPending lists candidates awaiting review (reviewer keys); user may be empty.
+func (c *Client) ListPending(ctx context.Context, user string, limit int) ([]*engramv1.PendingReview, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.ListPendingResponse], error) {
+		return c.Review.ListPending(ctx, connect.NewRequest(&engramv1.ListPendingRequest{UserId: user, Limit: int32(limit)}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Pending, nil
+}
+
+// Decide sends a review decision. It is not retried: a repeated decision on the
+// same candidate is refused as already reviewed.
+func (c *Client) Decide(ctx context.Context, req *engramv1.DecideRequest) (*engramv1.DecideResponse, error) {
+	return msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.DecideResponse], error) {
+		return c.Review.Decide(ctx, connect.NewRequest(req))
+	}))
+}
+
+// StartTask creates a task. Not retried (a retry of a start that went through
+// answers ALREADY_EXISTS).
+func (c *Client) StartTask(ctx context.Context, req *engramv1.StartTaskRequest) (*engramv1.Task, error) {
+	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.StartTaskResponse], error) {
+		return c.Task.StartTask(ctx, connect.NewRequest(req))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// UpdateTask applies one operation (plan, request_confirmation, confirm, complete,
+// cancel). Not retried.
+func (c *Client) UpdateTask(ctx context.Context, req *engramv1.UpdateTaskRequest) (*engramv1.Task, error) {
+	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.UpdateTaskResponse], error) {
+		return c.Task.UpdateTask(ctx, connect.NewRequest(req))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// RunStep runs the named step, or the next one when step is empty. Not retried: a
+// lost answer is read back with GetTask (the step itself is idempotent at the
+// action endpoint by its key).
+func (c *Client) RunStep(ctx context.Context, taskID, step string) (*engramv1.Task, error) {
+	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.RunStepResponse], error) {
+		return c.Task.RunStep(ctx, connect.NewRequest(&engramv1.RunStepRequest{TaskId: taskID, Step: step}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// GetTask returns a task's state.
+func (c *Client) GetTask(ctx context.Context, taskID string) (*engramv1.Task, error) {
+	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetTaskResponse], error) {
+		return c.Task.GetTask(ctx, connect.NewRequest(&engramv1.GetTaskRequest{TaskId: taskID}))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// GetSchema returns a schema (version 0: the latest).
+func (c *Client) GetSchema(ctx context.Context, name string, version int) (*engramv1.GetSchemaResponse, error) {
+	return msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetSchemaResponse], error) {
+		return c.Schema.GetSchema(ctx, connect.NewRequest(&engramv1.GetSchemaRequest{Name: name, Version: int32(version)}))
+	}))
+}
+
+// PutSchema stores a new version of a schema (admin keys). Not retried.
+func (c *Client) PutSchema(ctx context.Context, req *engramv1.PutSchemaRequest) (*engramv1.SchemaInfo, error) {
+	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.PutSchemaResponse], error) {
+		return c.Schema.PutSchema(ctx, connect.NewRequest(req))
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Schema, nil
+}
+
+func msg[T any](res *connect.Response[T], err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}

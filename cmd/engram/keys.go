@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/storage"
+)
+
+func keysCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage API keys (create, list, revoke) in Postgres (ENGRAM_DATABASE_URL)",
+		Long: `API keys authenticate every API call (Authorization: Bearer <key>). A key belongs to one
+tenant, which is the tenant of every call made with it, and holds roles:
+
+  agent     ingest, recall, read facts and drive tasks for the users the key allows:
+            its --user and every --allow-user; a key with neither may act for any
+            user of its tenant
+  reviewer  list and decide pending reviews, read and invalidate facts of its tenant
+  admin     everything of its tenant, including schemas
+
+Keys are stored hashed (sha256); the key itself is printed once, by create.`,
+	}
+	cmd.AddCommand(keysCreateCmd(), keysListCmd(), keysRevokeCmd())
+	return cmd
+}
+
+func openStore(cmd *cobra.Command) (*storage.Store, error) {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return storage.Open(cmd.Context(), cfg.DatabaseURL)
+}
+
+func keysCreateCmd() *cobra.Command {
+	var k storage.APIKey
+	var roles []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create --tenant T --principal P --role agent|reviewer|admin",
+		Short: "Create an API key and print it (once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(k.TenantID) == "" {
+				return fmt.Errorf("--tenant: is required")
+			}
+			if strings.TrimSpace(k.Principal) == "" {
+				return fmt.Errorf("--principal: is required")
+			}
+			for _, r := range roles {
+				for _, part := range strings.Split(r, ",") {
+					if part = strings.TrimSpace(part); part != "" {
+						k.Roles = append(k.Roles, part)
+					}
+				}
+			}
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			key, err := st.CreateAPIKey(cmd.Context(), &k)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(map[string]any{"key": key, "id": k.ID, "tenant": k.TenantID, "principal": k.Principal, "roles": k.Roles, "prefix": k.Prefix})
+			}
+			fmt.Fprintln(out, key)
+			fmt.Fprintf(cmd.ErrOrStderr(), "created key %s (id %s) for %s in tenant %s, roles %s; it is shown only this once\n",
+				k.Prefix, k.ID, k.Principal, k.TenantID, strings.Join(k.Roles, ","))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&k.TenantID, "tenant", "", "tenant of every call made with the key (required)")
+	f.StringVar(&k.Principal, "principal", "", "who holds the key, recorded as actor and reviewer (required)")
+	f.StringSliceVar(&roles, "role", nil, "agent, reviewer or admin (repeat or comma-separate for several)")
+	f.StringVar(&k.UserID, "user", "", "bind the key to this user: the default user of its calls")
+	f.StringVar(&k.DepartmentID, "department", "", "bind the key to this department")
+	f.StringVar(&k.AgentID, "agent", "", "bind the key to this agent")
+	f.StringArrayVar(&k.AllowedUsers, "allow-user", nil, "a further user the key may act for (repeatable)")
+	f.BoolVar(&asJSON, "json", false, "print the key and its record as JSON")
+	return cmd
+}
+
+func keysListCmd() *cobra.Command {
+	var tenant string
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never the keys themselves)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			keys, err := st.ListAPIKeys(cmd.Context(), tenant, all)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(keys)
+			}
+			tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "PREFIX\tID\tTENANT\tPRINCIPAL\tROLES\tUSER\tALLOWED USERS\tCREATED\tREVOKED")
+			for _, k := range keys {
+				revoked := ""
+				if k.RevokedAt != nil {
+					revoked = k.RevokedAt.Format("2006-01-02 15:04")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, k.TenantID, k.Principal, strings.Join(k.Roles, ","),
+					k.UserID, strings.Join(k.AllowedUsers, ","), k.CreatedAt.Format("2006-01-02 15:04"), revoked)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only keys of this tenant")
+	cmd.Flags().BoolVar(&all, "all", false, "include revoked keys")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func keysRevokeCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "revoke PREFIX|ID|KEY",
+		Short: "Revoke an API key by its prefix, id or the key itself; calls with it fail from now on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			k, err := st.RevokeAPIKey(cmd.Context(), tenant, args[0])
+			if err == storage.ErrNotFound {
+				return fmt.Errorf("no live key %q", args[0])
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked key %s of %s in tenant %s\n", k.Prefix, k.Principal, k.TenantID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only revoke a key of this tenant")
+	return cmd
+}

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/workflows"
+)
+
+// fieldErr is INVALID_ARGUMENT naming the field, with a BadRequest detail.
+func fieldErr(field, problem string) *connect.Error {
+	return badRequest(fmt.Errorf("%s: %s", field, problem), &errdetails.BadRequest_FieldViolation{Field: field, Description: problem})
+}
+
+func badRequest(err error, violations ...*errdetails.BadRequest_FieldViolation) *connect.Error {
+	ce := connect.NewError(connect.CodeInvalidArgument, err)
+	if len(violations) > 0 {
+		if d, derr := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: violations}); derr == nil {
+			ce.AddDetail(d)
+		}
+	}
+	return ce
+}
+
+// prefixField renames a FieldError's field to its path in the request.
+func prefixField(prefix string, err error) error {
+	var fe memory.FieldError
+	if prefix != "" && errors.As(err, &fe) {
+		return memory.FieldError{Field: prefix + fe.Field, Problem: fe.Problem}
+	}
+	return err
+}
+
+// unavailable reports whether err means Postgres or Temporal cannot be reached.
+func unavailable(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe), errors.As(err, &ne) && ne.Timeout():
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	var su *serviceerror.Unavailable
+	if errors.As(err, &su) {
+		return true
+	}
+	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "the database system is shutting down") ||
+		strings.Contains(msg, "the database system is starting up")
+}
+
+// toConnect maps an error to a Connect error. Bad input, missing rows and conflicts
+// keep their message; anything unexpected is logged and answered with a generic
+// INTERNAL message, never a stack trace or a driver's text.
+func toConnect(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var fe memory.FieldError
+	if errors.As(err, &fe) {
+		return fieldErr(fe.Field, fe.Problem)
+	}
+	var le *schema.LoadError
+	if errors.As(err, &le) {
+		var vs []*errdetails.BadRequest_FieldViolation
+		for _, p := range le.Problems {
+			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "source:" + p.Field, Description: p.String()})
+		}
+		return badRequest(err, vs...)
+	}
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, storage.ErrIdempotencyConflict):
+		return connect.NewError(connect.CodeAlreadyExists, err)
+	case errors.Is(err, storage.ErrVersionConflict):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, errors.New("request cancelled"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists"))
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		switch ae.Type() {
+		case activities.ErrTypeBadInput, activities.ErrTypeUnknownSchema, workflows.ErrTypeInvalidTaskRequest:
+			return connect.NewError(connect.CodeInvalidArgument, errors.New(ae.Message()))
+		case activities.ErrTypeIdempotencyConflict:
+			return connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
+		case workflows.ErrTypeIllegalTransition, workflows.ErrTypeInvalidReview:
+			return connect.NewError(connect.CodeFailedPrecondition, errors.New(ae.Message()))
+		}
+	}
+	if unavailable(err) {
+		slog.WarnContext(ctx, "dependency unavailable", "error", err)
+		return connect.NewError(connect.CodeUnavailable, errors.New("a backing service (Postgres or Temporal) is unavailable; retry with backoff"))
+	}
+	slog.ErrorContext(ctx, "internal error", "error", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error (logged on the server)"))
+}
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,745 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/engramhq/engram/activities"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/workflows"
+)
+
+type memoryServer struct{ Deps }
+
+const (
+	defaultWait = 30 * time.Second
+	maxWait     = 5 * time.Minute
+	// maxFuture is how far ahead of the server's clock occurred_at may be.
+	maxFuture = 24 * time.Hour
+)
+
+func waitTimeout(field string, d interface{ AsDuration() time.Duration }, isNil bool) (time.Duration, error) {
+	if isNil {
+		return defaultWait, nil
+	}
+	v := d.AsDuration()
+	switch {
+	case v < 0:
+		return 0, fieldErr(field, "is negative")
+	case v == 0:
+		return defaultWait, nil
+	case v > maxWait:
+		return 0, fieldErr(field, fmt.Sprintf("%s exceeds the limit of %s", v, maxWait))
+	}
+	return v, nil
+}
+
+func validUUID(field, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return fieldErr(field, "is empty")
+	}
+	if _, err := uuid.Parse(v); err != nil {
+		return fieldErr(field, fmt.Sprintf("%q is not a UUID", v))
+	}
+	return nil
+}
+
+// eventIn checks one event of a request and returns it as the write path's input.
+func (s *memoryServer) eventIn(p *Principal, prefix string, e *engramv1.Event, now time.Time) (activities.IngestEvent, error) {
+	var out activities.IngestEvent
+	if e == nil {
+		return out, fieldErr(strings.TrimSuffix(prefix, "."), "is missing")
+	}
+	user, err := userFor(p, prefix+"user_id", e.UserId)
+	if err != nil {
+		return out, err
+	}
+	agent, err := bound(p, prefix+"agent_id", p.AgentID, e.AgentId)
+	if err != nil {
+		return out, err
+	}
+	dept, err := bound(p, prefix+"department_id", p.DepartmentID, e.DepartmentId)
+	if err != nil {
+		return out, err
+	}
+	actor, ok := engramv1.ActorType_name[int32(e.ActorType)]
+	if !ok {
+		return out, fieldErr(prefix+"actor_type", fmt.Sprintf("unknown value %d", e.ActorType))
+	}
+	evType, ok := engramv1.EventType_name[int32(e.EventType)]
+	if !ok {
+		return out, fieldErr(prefix+"event_type", fmt.Sprintf("unknown value %d", e.EventType))
+	}
+	key := strings.TrimSpace(e.IdempotencyKey)
+	if key == "" {
+		key = "srv-" + uuid.NewString()
+	}
+	if len(key) > 200 {
+		return out, fieldErr(prefix+"idempotency_key", fmt.Sprintf("is %d characters, the limit is 200", len(key)))
+	}
+	occurred := now
+	if e.OccurredAt != nil {
+		if err := e.OccurredAt.CheckValid(); err != nil {
+			return out, fieldErr(prefix+"occurred_at", err.Error())
+		}
+		occurred = e.OccurredAt.AsTime()
+		if occurred.After(now.Add(maxFuture)) {
+			return out, fieldErr(prefix+"occurred_at", fmt.Sprintf("%s is more than %s in the future", occurred.Format(time.RFC3339), maxFuture))
+		}
+		if occurred.Year() < 1970 {
+			return out, fieldErr(prefix+"occurred_at", "is before 1970")
+		}
+	}
+	sc := strings.TrimSpace(e.Schema)
+	if sc == "" {
+		sc = s.Config.DefaultSchema
+	}
+	if sc == "" {
+		sc = "general"
+	}
+	if _, err := schema.Builtin(sc); err != nil {
+		return out, fieldErr(prefix+"schema", fmt.Sprintf("unknown schema %q (allowed: %s)", sc, strings.Join(schema.BuiltinNames(), ", ")))
+	}
+	var payload json.RawMessage
+	if e.Payload != nil && len(e.Payload.Fields) > 0 {
+		if payload, err = json.Marshal(e.Payload.AsMap()); err != nil {
+			return out, fieldErr(prefix+"payload", "cannot be encoded as JSON")
+		}
+	}
+	out = activities.IngestEvent{
+		TenantID: p.TenantID, IdempotencyKey: key, ActorType: strings.TrimPrefix(actor, "ACTOR_TYPE_"), ActorID: strings.TrimSpace(e.ActorId),
+		UserID: user, DepartmentID: dept, AgentID: agent, SessionID: strings.TrimSpace(e.SessionId), TaskID: strings.TrimSpace(e.TaskId),
+		EventType: strings.TrimPrefix(evType, "EVENT_TYPE_"), Source: e.Source, Schema: sc, Content: e.Content,
+		Payload: payload, Locator: e.Locator, OccurredAt: occurred.UTC(),
+	}
+	if out.ActorType == "UNSPECIFIED" {
+		out.ActorType = "USER"
+	}
+	if out.EventType == "UNSPECIFIED" {
+		out.EventType = "MESSAGE"
+	}
+	if err := out.Validate(); err != nil {
+		return out, toConnect(context.Background(), prefixField(prefix, err))
+	}
+	return out, nil
+}
+
+// storedEvent is the events row the Record activity writes for ev; the content hash
+// of the two must agree so that a retry is recognised as the same event.
+func storedEvent(ev activities.IngestEvent, wfID string) *storage.Event {
+	return &storage.Event{
+		IdempotencyKey: ev.IdempotencyKey, ActorType: ev.ActorType, ActorID: ev.ActorID, UserID: ev.UserID,
+		DepartmentID: ev.DepartmentID, AgentID: ev.AgentID, SessionID: ev.SessionID, TaskID: ev.TaskID,
+		EventType: ev.EventType, Source: ev.Source, SchemaName: ev.Schema, Content: ev.Content,
+		Payload: ev.Payload, Status: "PROCESSING", WorkflowID: wfID, OccurredAt: ev.OccurredAt.UTC(),
+	}
+}
+
+func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1.IngestRequest]) (*connect.Response[engramv1.IngestResponse], error) {
+	p, err := require(ctx, "Ingest", "agent")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	wait, err := waitTimeout("wait_timeout", m.WaitTimeout, m.WaitTimeout == nil)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	switch {
+	case m.Event != nil && len(m.Events) > 0:
+		return nil, fieldErr("events", "set either event or events, not both")
+	case m.Event == nil && len(m.Events) == 0:
+		return nil, fieldErr("event", "is missing (or send a batch in events)")
+	case m.Event != nil:
+		ev, err := s.eventIn(p, "event.", m.Event, now)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.ingestOne(ctx, ev, m.Wait, wait)
+		if err != nil {
+			return nil, toConnect(ctx, err)
+		}
+		return connect.NewResponse(&engramv1.IngestResponse{Results: []*engramv1.IngestResult{res}}), nil
+	}
+	if len(m.Events) > workflows.MaxBatchEvents {
+		return nil, fieldErr("events", fmt.Sprintf("%d events, a batch holds at most %d: split it", len(m.Events), workflows.MaxBatchEvents))
+	}
+	evs := make([]activities.IngestEvent, len(m.Events))
+	seen := map[string]int{}
+	for i, e := range m.Events {
+		prefix := fmt.Sprintf("events[%d].", i)
+		if evs[i], err = s.eventIn(p, prefix, e, now); err != nil {
+			return nil, err
+		}
+		if j, dup := seen[evs[i].IdempotencyKey]; dup {
+			return nil, fieldErr(prefix+"idempotency_key", fmt.Sprintf("repeats events[%d]", j))
+		}
+		seen[evs[i].IdempotencyKey] = i
+	}
+	out, err := s.ingestBatch(ctx, p, strings.TrimSpace(m.BatchKey), evs, m.Wait, wait)
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID: id, TaskQueue: s.Config.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+}
+
+// ingestOne records the event (so a reused key with other content is refused
+// atomically, before any workflow runs) and starts or joins its MemoryWrite.
+func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
+	wfID := workflows.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
+	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, storedEvent(ev, wfID))
+	if errors.Is(err, storage.ErrIdempotencyConflict) {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("event.idempotency_key: %q was already used for a different event (received %s)", ev.IdempotencyKey, stored.ReceivedAt.UTC().Format(time.RFC3339)))
+	}
+	if err != nil {
+		return nil, prefixField("event.", err)
+	}
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), workflows.MemoryWriteWorkflowName,
+		workflows.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("start memory write: %w", err)
+	}
+	res := &engramv1.IngestResult{IdempotencyKey: ev.IdempotencyKey, WorkflowId: wfID, RunId: run.GetRunID(), EventId: stored.ID, Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING}
+	if !wait {
+		return res, nil
+	}
+	var out workflows.MemoryWriteResult
+	st, reason, err := s.await(ctx, run, timeout, &out)
+	if err != nil {
+		return nil, err
+	}
+	res.Status, res.Reason = st, reason
+	if st != engramv1.WriteStatus_WRITE_STATUS_RUNNING && st != engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW && st != engramv1.WriteStatus_WRITE_STATUS_FAILED {
+		fillResult(res, out)
+	}
+	if st == engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW {
+		if err := s.fillPending(ctx, ev.TenantID, wfID, []*engramv1.IngestResult{res}); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func fillResult(res *engramv1.IngestResult, out workflows.MemoryWriteResult) {
+	if out.EventID != "" {
+		res.EventId = out.EventID
+	}
+	res.EvidenceId = out.EvidenceID
+	if out.Reason != "" {
+		res.Reason = out.Reason
+	}
+	switch out.Status {
+	case workflows.WriteCommitted:
+		res.Status = engramv1.WriteStatus_WRITE_STATUS_COMMITTED
+	case workflows.WriteUnparsed:
+		res.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
+	case workflows.WriteNoMemory:
+		res.Status = engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY
+	}
+	for _, r := range out.Results {
+		res.Outcomes = append(res.Outcomes, &engramv1.CandidateOutcome{
+			CandidateId: r.CandidateID, Status: candidateStatusOut(r.Status), Action: r.Action, FactId: r.FactID,
+			MemoryKey: r.MemoryKey, Reason: r.Reason, Reviewer: r.Reviewer,
+		})
+	}
+}
+
+// await blocks until the workflow finished (result into out), shows candidates
+// awaiting review (PENDING_REVIEW), or timeout passed (RUNNING).
+func (s *memoryServer) await(ctx context.Context, run client.WorkflowRun, timeout time.Duration, out any) (engramv1.WriteStatus, string, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run.Get(wctx, out) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err == nil {
+				return engramv1.WriteStatus_WRITE_STATUS_COMMITTED, "", nil
+			}
+			if ctx.Err() != nil {
+				return 0, "", ctx.Err()
+			}
+			if wctx.Err() != nil {
+				return engramv1.WriteStatus_WRITE_STATUS_RUNNING, "", nil
+			}
+			var ae *temporal.ApplicationError
+			if errors.As(err, &ae) {
+				if ae.Type() == activities.ErrTypeIdempotencyConflict {
+					return 0, "", connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
+				}
+				return engramv1.WriteStatus_WRITE_STATUS_FAILED, ae.Message(), nil
+			}
+			if unavailable(err) {
+				return 0, "", err
+			}
+			return engramv1.WriteStatus_WRITE_STATUS_FAILED, "the write workflow failed: " + rootCause(err), nil
+		case <-tick.C:
+			v, err := s.Temporal.QueryWorkflow(wctx, run.GetID(), run.GetRunID(), workflows.QueryPending)
+			if err != nil {
+				continue // not started yet, or finished meanwhile: the next round tells
+			}
+			var pending []workflows.PendingCandidate
+			if v.Get(&pending) == nil && len(pending) > 0 {
+				return engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, "", nil
+			}
+		}
+	}
+}
+
+func rootCause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
+
+// fillPending attaches the candidates of workflow wfID awaiting review to the
+// results of their events.
+func (s *memoryServer) fillPending(ctx context.Context, tenant, wfID string, results []*engramv1.IngestResult) error {
+	var cands []storage.Candidate
+	err := s.Store.DB().NewSelect().Model(&cands).
+		Where("tenant_id = ? AND workflow_id = ? AND status = ?", tenant, wfID, memory.CandidateNeedsConfirmation).
+		Order("created_at").Scan(ctx)
+	if err != nil {
+		return fmt.Errorf("load pending candidates: %w", err)
+	}
+	ev, err := evidenceOf(ctx, s.Store.DB(), tenant, cands)
+	if err != nil {
+		return err
+	}
+	for i := range cands {
+		c := &cands[i]
+		for _, r := range results {
+			if r.EventId == c.EventID || len(results) == 1 {
+				r.Pending = append(r.Pending, pendingOut(c, ev[c.ID]))
+				if r.Status != engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW {
+					r.Status = engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func evidenceOf(ctx context.Context, db bun.IDB, tenant string, cands []storage.Candidate) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(cands))
+	for i, c := range cands {
+		ids[i] = c.ID
+	}
+	var rows []struct {
+		CandidateID string `bun:"candidate_id"`
+		EvidenceID  string `bun:"evidence_id"`
+	}
+	err := db.NewSelect().Table("candidate_evidence").Column("candidate_id", "evidence_id").
+		Where("tenant_id = ? AND candidate_id IN (?)", tenant, bun.In(ids)).Order("created_at").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("load candidate evidence: %w", err)
+	}
+	for _, r := range rows {
+		out[r.CandidateID] = append(out[r.CandidateID], r.EvidenceID)
+	}
+	return out, nil
+}
+
+// ingestBatch refuses keys already used for other content, then starts or joins one
+// MemoryWriteBatch whose id derives from the batch key (or the events' keys).
+func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []activities.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
+	keys := make([]string, len(evs))
+	for i, e := range evs {
+		keys[i] = e.IdempotencyKey
+	}
+	var existing []storage.Event
+	if err := s.Store.DB().NewSelect().Model(&existing).Column("id", "idempotency_key", "content_hash").
+		Where("tenant_id = ? AND idempotency_key IN (?)", p.TenantID, bun.In(keys)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("check idempotency keys: %w", err)
+	}
+	ids := map[string]string{}
+	for _, x := range existing {
+		i := slices.Index(keys, x.IdempotencyKey)
+		se := storedEvent(evs[i], "")
+		se.Payload = orEmptyJSON(se.Payload)
+		if storage.HashEventContent(se) != x.ContentHash {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("events[%d].idempotency_key: %q was already used for a different event", i, x.IdempotencyKey))
+		}
+		ids[x.IdempotencyKey] = x.ID
+	}
+	if batchKey == "" {
+		h := sha256.Sum256([]byte(strings.Join(keys, "\x1f")))
+		batchKey = "h-" + hex.EncodeToString(h[:16])
+	}
+	wfID := strings.Replace(workflows.MemoryWriteWorkflowID(p.TenantID, batchKey), "write/", "write-batch/", 1)
+	in := workflows.MemoryWriteBatchInput{Events: evs, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: int64(s.Config.ReviewTimeout / time.Second)}
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), workflows.MemoryWriteBatchName, in)
+	if err != nil {
+		return nil, fmt.Errorf("start batch write: %w", err)
+	}
+	out := &engramv1.IngestResponse{BatchWorkflowId: wfID}
+	for _, e := range evs {
+		out.Results = append(out.Results, &engramv1.IngestResult{
+			IdempotencyKey: e.IdempotencyKey, WorkflowId: wfID, RunId: run.GetRunID(), EventId: ids[e.IdempotencyKey],
+			Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING,
+		})
+	}
+	if !wait {
+		return out, nil
+	}
+	var br workflows.MemoryWriteBatchResult
+	st, reason, err := s.await(ctx, run, timeout, &br)
+	if err != nil {
+		return nil, err
+	}
+	switch st {
+	case engramv1.WriteStatus_WRITE_STATUS_COMMITTED:
+		for i, r := range br.Results {
+			if i < len(out.Results) {
+				fillResult(out.Results[i], r)
+			}
+		}
+	case engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW:
+		var rows []storage.Event
+		if err := s.Store.DB().NewSelect().Model(&rows).Column("id", "idempotency_key", "status").
+			Where("tenant_id = ? AND idempotency_key IN (?)", p.TenantID, bun.In(keys)).Scan(ctx); err != nil {
+			return nil, fmt.Errorf("load batch events: %w", err)
+		}
+		for _, x := range rows {
+			r := out.Results[slices.Index(keys, x.IdempotencyKey)]
+			r.EventId = x.ID
+			if x.Status == "UNPARSED" {
+				r.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
+			}
+		}
+		if err := s.fillPending(ctx, p.TenantID, wfID, out.Results); err != nil {
+			return nil, err
+		}
+	default:
+		for _, r := range out.Results {
+			r.Status, r.Reason = st, reason
+		}
+	}
+	return out, nil
+}
+
+func orEmptyJSON(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+// ---- reads ----
+
+// visible narrows a fact query to what p may read: its whole tenant, or for an
+// agent key restricted to some users, those users' facts and the tenant-wide,
+// department-wide (its department) and agent-wide (its agent) facts without a user.
+func visible(q *bun.SelectQuery, p *Principal) *bun.SelectQuery {
+	q = q.Where("tenant_id = ?", p.TenantID)
+	if !p.Restricted() {
+		return q
+	}
+	return q.Where("(user_id IN (?) OR (user_id = '' AND (scope = 'TENANT' OR (scope = 'DEPARTMENT' AND department_id <> '' AND department_id = ?) OR (scope = 'AGENT' AND agent_id <> '' AND agent_id = ?))))",
+		bun.In(p.Users()), p.DepartmentID, p.AgentID)
+}
+
+func (s *memoryServer) logAccess(ctx context.Context, p *Principal, purpose, user, query string, facts []storage.Fact) {
+	ids := make([]string, 0, len(facts))
+	for _, f := range facts {
+		ids = append(ids, f.ID)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	_, err := s.Store.DB().NewRaw("INSERT INTO access_log (tenant_id, principal, purpose, user_id, query, fact_ids) VALUES (?, ?, ?, ?, ?, ?::uuid[])",
+		p.TenantID, p.Name, purpose, user, query, bun.In(ids)).Exec(ctx)
+	if err != nil {
+		s.Logger.WarnContext(ctx, "access log write failed", "tenant", p.TenantID, "error", err)
+	}
+}
+
+func (s *memoryServer) GetFact(ctx context.Context, req *connect.Request[engramv1.GetFactRequest]) (*connect.Response[engramv1.GetFactResponse], error) {
+	p, err := require(ctx, "GetFact", "agent", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	if err := validUUID("fact_id", req.Msg.FactId); err != nil {
+		return nil, err
+	}
+	var f storage.Fact
+	err = visible(s.Store.DB().NewSelect().Model(&f).ExcludeColumn("embedding"), p).Where("id = ?", req.Msg.FactId).Scan(ctx)
+	if err != nil {
+		if isNoRows(err) {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", req.Msg.FactId))
+		}
+		return nil, toConnect(ctx, fmt.Errorf("load fact: %w", err))
+	}
+	ev, err := s.Store.FactEvidenceIDs(ctx, p.TenantID, f.ID)
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("load fact evidence: %w", err))
+	}
+	s.logAccess(ctx, p, "api:GetFact", f.UserID, "", []storage.Fact{f})
+	out := factOut(&f)
+	out.EvidenceIds = ev
+	return connect.NewResponse(&engramv1.GetFactResponse{Fact: out}), nil
+}
+
+func (s *memoryServer) ListFacts(ctx context.Context, req *connect.Request[engramv1.ListFactsRequest]) (*connect.Response[engramv1.ListFactsResponse], error) {
+	p, err := require(ctx, "ListFacts", "agent", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	limit := int(m.Limit)
+	switch {
+	case limit < 0:
+		return nil, fieldErr("limit", "is negative")
+	case limit == 0:
+		limit = 100
+	case limit > 1000:
+		return nil, fieldErr("limit", fmt.Sprintf("%d exceeds the limit of 1000", limit))
+	}
+	if m.UserId != "" && !p.MayActFor(m.UserId) {
+		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("user_id: the key of %q may not read user %q", p.Name, m.UserId))
+	}
+	var facts []storage.Fact
+	q := visible(s.Store.DB().NewSelect().Model(&facts).ExcludeColumn("embedding"), p)
+	if m.UserId != "" {
+		q = q.Where("user_id = ?", m.UserId)
+	}
+	if m.TaskId != "" {
+		q = q.Where("task_id = ?", m.TaskId)
+	}
+	if m.MemoryKey != "" {
+		q = q.Where("memory_key = ?", m.MemoryKey)
+	}
+	if m.Predicate != "" {
+		q = q.Where("predicate = ?", m.Predicate)
+	}
+	if m.Scope != 0 {
+		sc := scopeIn(m.Scope)
+		if !sc.Valid() {
+			return nil, fieldErr("scope", fmt.Sprintf("unknown value %d", m.Scope))
+		}
+		q = q.Where("scope = ?", sc)
+	}
+	var statuses []memory.FactStatus
+	for i, st := range m.Statuses {
+		fs := factStatusIn(st)
+		if !fs.Valid() {
+			return nil, fieldErr(fmt.Sprintf("statuses[%d]", i), fmt.Sprintf("unknown value %d", st))
+		}
+		statuses = append(statuses, fs)
+	}
+	if len(statuses) > 0 {
+		q = q.Where("status IN (?)", bun.In(statuses))
+	}
+	if err := q.Order("recorded_at DESC", "revision DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("list facts: %w", err))
+	}
+	s.logAccess(ctx, p, "api:ListFacts", m.UserId, "", facts)
+	out := &engramv1.ListFactsResponse{Facts: make([]*engramv1.Fact, len(facts))}
+	for i := range facts {
+		out.Facts[i] = factOut(&facts[i])
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *memoryServer) FactHistory(ctx context.Context, req *connect.Request[engramv1.FactHistoryRequest]) (*connect.Response[engramv1.FactHistoryResponse], error) {
+	p, err := require(ctx, "FactHistory", "agent", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	key := strings.TrimSpace(req.Msg.MemoryKey)
+	if key == "" {
+		return nil, fieldErr("memory_key", "is empty")
+	}
+	var facts []storage.Fact
+	err = visible(s.Store.DB().NewSelect().Model(&facts).ExcludeColumn("embedding"), p).
+		Where("memory_key = ?", key).Order("valid_from ASC", "revision ASC").Scan(ctx)
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("fact history: %w", err))
+	}
+	if len(facts) == 0 {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("memory_key: no facts with key %q", key))
+	}
+	s.logAccess(ctx, p, "api:FactHistory", facts[0].UserID, "", facts)
+	out := &engramv1.FactHistoryResponse{}
+	for i := range facts {
+		out.Revisions = append(out.Revisions, factOut(&facts[i]))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *memoryServer) InvalidateFact(ctx context.Context, req *connect.Request[engramv1.InvalidateFactRequest]) (*connect.Response[engramv1.InvalidateFactResponse], error) {
+	p, err := require(ctx, "InvalidateFact", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := validUUID("fact_id", m.FactId); err != nil {
+		return nil, err
+	}
+	reason := strings.TrimSpace(m.Reason)
+	if reason == "" {
+		return nil, fieldErr("reason", "is empty: say why the fact is invalid")
+	}
+	var f storage.Fact
+	err = s.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Model(&f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", p.TenantID, m.FactId).Scan(ctx); err != nil {
+			if isNoRows(err) {
+				return connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", m.FactId))
+			}
+			return err
+		}
+		if err := storage.LockMemoryKey(ctx, tx, p.TenantID, f.MemoryKey); err != nil {
+			return err
+		}
+		if err := tx.NewSelect().Model(&f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", p.TenantID, m.FactId).Scan(ctx); err != nil {
+			return err
+		}
+		if f.Status == memory.FactInvalidated {
+			return nil // already done: InvalidateFact is idempotent
+		}
+		if f.Status != memory.FactActive {
+			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fact_id: revision %d of %q is %s; only the ACTIVE revision can be invalidated", f.Revision, f.MemoryKey, f.Status))
+		}
+		now := time.Now().UTC()
+		until := now
+		if until.Before(f.ValidFrom) {
+			until = f.ValidFrom
+		}
+		why := fmt.Sprintf("invalidated by %s: %s", p.Name, reason)
+		if _, err := tx.NewUpdate().Model((*storage.Fact)(nil)).
+			Set("status = ?, valid_until = ?, closed_at = ?, reason = ?", memory.FactInvalidated, until, now, why).
+			Where("tenant_id = ? AND id = ?", p.TenantID, f.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("invalidate fact: %w", err)
+		}
+		if _, err := tx.NewRaw("INSERT INTO outbox (tenant_id, kind, ref_id, op) VALUES (?, 'FACT', ?, 'UPSERT')", p.TenantID, f.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("write outbox: %w", err)
+		}
+		f.Status, f.ValidUntil, f.ClosedAt, f.Reason = memory.FactInvalidated, &until, &now, why
+		return nil
+	})
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	s.Logger.InfoContext(ctx, "fact invalidated", "tenant", p.TenantID, "fact_id", f.ID, "principal", p.Name)
+	return connect.NewResponse(&engramv1.InvalidateFactResponse{Fact: factOut(&f)}), nil
+}
+
+func (s *memoryServer) Forget(ctx context.Context, req *connect.Request[engramv1.ForgetRequest]) (*connect.Response[engramv1.ForgetResponse], error) {
+	if _, err := require(ctx, "Forget", "admin"); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Msg.UserId) == "" {
+		return nil, fieldErr("user_id", "is empty")
+	}
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("Forget is not available yet: the erasure workflow (issue 9) is not wired to the API; nothing was erased"))
+}
+
+func (s *memoryServer) Recall(ctx context.Context, req *connect.Request[engramv1.RecallRequest]) (*connect.Response[engramv1.RecallResponse], error) {
+	p, err := require(ctx, "Recall", "agent")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	user, err := userFor(p, "user_id", m.UserId)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m.K < 0 || m.K > 100:
+		return nil, fieldErr("k", fmt.Sprintf("%d is outside [0, 100]", m.K))
+	case m.TokenBudget < 0 || m.TokenBudget > 8000:
+		return nil, fieldErr("token_budget", fmt.Sprintf("%d is outside [0, 8000]", m.TokenBudget))
+	case len(m.Query) > 8<<10:
+		return nil, fieldErr("query", "longer than 8 KiB")
+	}
+	rq := recall.Request{
+		Principal: recall.Principal{TenantID: p.TenantID, ID: p.Name, UserID: user, DepartmentID: p.DepartmentID, AgentID: p.AgentID},
+		Query:     m.Query, SessionID: m.SessionId, TaskID: m.TaskId, K: int(m.K), TokenBudget: int(m.TokenBudget),
+		Schema: m.Schema, Purpose: m.Purpose,
+	}
+	if m.AsOf != nil {
+		if err := m.AsOf.CheckValid(); err != nil {
+			return nil, fieldErr("as_of", err.Error())
+		}
+		rq.AsOf = m.AsOf.AsTime()
+	}
+	if rq.Schema != "" {
+		if _, err := schema.Builtin(rq.Schema); err != nil {
+			return nil, fieldErr("schema", fmt.Sprintf("unknown schema %q (allowed: %s)", rq.Schema, strings.Join(schema.BuiltinNames(), ", ")))
+		}
+	}
+	for i, sc := range m.Scopes {
+		v := scopeIn(sc)
+		if !v.Valid() {
+			return nil, fieldErr(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("unknown value %d", sc))
+		}
+		rq.Scopes = append(rq.Scopes, v)
+	}
+	if s.Recaller == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("recall is not configured on this server"))
+	}
+	resp, err := s.Recaller.Recall(ctx, rq)
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	return connect.NewResponse(recallOut(resp)), nil
+}
+
+func recallOut(r recall.Response) *engramv1.RecallResponse {
+	out := &engramv1.RecallResponse{Context: r.Context, Tokens: int32(r.Tokens), AsOf: ts(r.AsOf)}
+	for _, sec := range r.Sections {
+		out.Sections = append(out.Sections, &engramv1.ContextSection{Title: sec.Title, Lines: sec.Lines})
+	}
+	for _, it := range r.Items {
+		out.Items = append(out.Items, &engramv1.RecallItem{
+			Kind: string(it.Kind), Id: it.ID, Content: it.Content, MemoryType: memoryTypeOut(it.MemoryType),
+			Scope: scopeRefOut(it.Scope), Status: factStatusOut(it.Status), MemoryKey: it.MemoryKey, Predicate: it.Predicate,
+			Object: it.Object, Revision: int32(it.Revision), ValidFrom: ts(it.ValidFrom), ValidUntil: tsp(it.ValidUntil),
+			Confidence: it.Confidence, Score: it.Score, Retrievers: it.Retrievers, EvidenceIds: it.EvidenceIDs,
+			OccurredAt: ts(it.OccurredAt), Why: it.Why,
+		})
+	}
+	if t := r.Task; t != nil {
+		out.Task = &engramv1.RecallTask{TaskId: t.TaskID, Goal: t.Goal, State: string(t.State), Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
+	}
+	return out
+}

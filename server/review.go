@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/client"
+
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/workflows"
+)
+
+type reviewServer struct{ Deps }
+
+func (s *reviewServer) ListPending(ctx context.Context, req *connect.Request[engramv1.ListPendingRequest]) (*connect.Response[engramv1.ListPendingResponse], error) {
+	p, err := require(ctx, "ListPending", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.Msg.Limit)
+	switch {
+	case limit < 0:
+		return nil, fieldErr("limit", "is negative")
+	case limit == 0:
+		limit = 100
+	case limit > 1000:
+		return nil, fieldErr("limit", fmt.Sprintf("%d exceeds the limit of 1000", limit))
+	}
+	var cands []storage.Candidate
+	q := s.Store.DB().NewSelect().Model(&cands).Where("tenant_id = ? AND status = ?", p.TenantID, memory.CandidateNeedsConfirmation)
+	if u := strings.TrimSpace(req.Msg.UserId); u != "" {
+		q = q.Where("user_id = ?", u)
+	}
+	if err := q.Order("created_at", "id").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("list pending: %w", err))
+	}
+	ev, err := evidenceOf(ctx, s.Store.DB(), p.TenantID, cands)
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	out := &engramv1.ListPendingResponse{}
+	for i := range cands {
+		out.Pending = append(out.Pending, pendingOut(&cands[i], ev[cands[i].ID]))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func verdictKind(d engramv1.Decision) (governance.VerdictKind, bool) {
+	switch d {
+	case engramv1.Decision_DECISION_CONFIRM:
+		return governance.VerdictConfirm, true
+	case engramv1.Decision_DECISION_REJECT:
+		return governance.VerdictReject, true
+	case engramv1.Decision_DECISION_EDIT:
+		return governance.VerdictEdit, true
+	}
+	return "", false
+}
+
+func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1.DecideRequest]) (*connect.Response[engramv1.DecideResponse], error) {
+	p, err := require(ctx, "Decide", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := validUUID("candidate_id", m.CandidateId); err != nil {
+		return nil, err
+	}
+	kind, ok := verdictKind(m.Decision)
+	if !ok {
+		return nil, fieldErr("decision", "must be DECISION_CONFIRM, DECISION_REJECT or DECISION_EDIT")
+	}
+	v := governance.Verdict{Kind: kind, Object: strings.TrimSpace(m.EditedValue), Reviewer: p.Name, Note: m.Note}
+	if kind != governance.VerdictEdit && v.Object != "" {
+		return nil, fieldErr("edited_value", "is only allowed with DECISION_EDIT")
+	}
+	if err := v.Validate(); err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	wait, err := waitTimeout("wait_timeout", m.WaitTimeout, m.WaitTimeout == nil)
+	if err != nil {
+		return nil, err
+	}
+	// The candidate must belong to the caller's tenant; another tenant's id is
+	// indistinguishable from one that does not exist.
+	c, err := s.Store.GetCandidate(ctx, p.TenantID, m.CandidateId)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("candidate_id: no candidate %s", m.CandidateId))
+	}
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("load candidate: %w", err))
+	}
+	if c.Status != memory.CandidateNeedsConfirmation {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s is %s, not awaiting review", c.ID, c.Status))
+	}
+	if c.WorkflowID == "" {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s has no write workflow to decide in", c.ID))
+	}
+	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: c.WorkflowID, UpdateName: workflows.UpdateReview, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.ReviewRequest{CandidateID: c.ID, Verdict: v}},
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("send review: %w", err))
+	}
+	s.Logger.InfoContext(ctx, "review decided", "tenant", p.TenantID, "candidate_id", c.ID, "workflow_id", c.WorkflowID, "decision", kind, "reviewer", p.Name)
+	out := &engramv1.DecideResponse{Status: candidateStatusOut(c.Status)}
+	deadline := time.Now().Add(wait)
+	for {
+		c, err = s.Store.GetCandidate(ctx, p.TenantID, c.ID)
+		if err != nil {
+			return nil, toConnect(ctx, fmt.Errorf("reload candidate: %w", err))
+		}
+		if c.Status != memory.CandidateNeedsConfirmation {
+			out.Status, out.Committed, out.FactId, out.Reason = candidateStatusOut(c.Status), true, str(c.FactID), c.Reason
+			return connect.NewResponse(out), nil
+		}
+		others, err := s.othersPending(ctx, c)
+		if err != nil {
+			return nil, toConnect(ctx, err)
+		}
+		out.OthersPending = int32(others)
+		if !m.Wait || others > 0 || time.Now().After(deadline) {
+			return connect.NewResponse(out), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, toConnect(ctx, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// othersPending counts the candidates of c's workflow still awaiting a verdict.
+func (s *reviewServer) othersPending(ctx context.Context, c *storage.Candidate) (int, error) {
+	v, err := s.Temporal.QueryWorkflow(ctx, c.WorkflowID, "", workflows.QueryPending)
+	if err != nil {
+		return 0, nil // finished meanwhile: the commit is on its way
+	}
+	var pending []workflows.PendingCandidate
+	if err := v.Get(&pending); err != nil {
+		return 0, fmt.Errorf("decode pending: %w", err)
+	}
+	n := 0
+	for _, pc := range pending {
+		if pc.CandidateID != c.ID {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+)
+
+type schemaServer struct{ Deps }
+
+// MaxSchemaBytes bounds one schema document.
+const MaxSchemaBytes = 256 << 10
+
+func (s *schemaServer) GetSchema(ctx context.Context, req *connect.Request[engramv1.GetSchemaRequest]) (*connect.Response[engramv1.GetSchemaResponse], error) {
+	p, err := require(ctx, "GetSchema", "agent", "reviewer")
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Msg.Name)
+	if name == "" {
+		return nil, fieldErr("name", "is empty")
+	}
+	if req.Msg.Version < 0 {
+		return nil, fieldErr("version", "is negative")
+	}
+	versions, err := s.Store.SchemaVersions(ctx, p.TenantID, name)
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("list schema versions: %w", err))
+	}
+	out := &engramv1.GetSchemaResponse{}
+	for _, v := range versions {
+		out.Versions = append(out.Versions, int32(v))
+	}
+	st, err := s.Store.GetSchema(ctx, p.TenantID, name, int(req.Msg.Version))
+	switch {
+	case err == nil:
+		out.Schema = storedOut(st)
+		return connect.NewResponse(out), nil
+	case !errors.Is(err, storage.ErrNotFound):
+		return nil, toConnect(ctx, fmt.Errorf("load schema: %w", err))
+	}
+	src, ok := schema.BuiltinSource(name)
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("name: no schema %q (built-in: %s)", name, strings.Join(schema.BuiltinNames(), ", ")))
+	}
+	b, err := schema.Builtin(name)
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	if req.Msg.Version != 0 && int(req.Msg.Version) != b.Version {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("version: schema %q has no version %d", name, req.Msg.Version))
+	}
+	out.Schema = &engramv1.SchemaInfo{Name: name, Version: int32(b.Version), Builtin: true, Source: string(src), Description: b.Description}
+	return connect.NewResponse(out), nil
+}
+
+func storedOut(st *storage.StoredSchema) *engramv1.SchemaInfo {
+	return &engramv1.SchemaInfo{Name: st.Name, Version: int32(st.Version), Source: st.Source, CreatedBy: st.CreatedBy, CreatedAt: ts(st.CreatedAt), Description: st.Description}
+}
+
+func (s *schemaServer) PutSchema(ctx context.Context, req *connect.Request[engramv1.PutSchemaRequest]) (*connect.Response[engramv1.PutSchemaResponse], error) {
+	p, err := require(ctx, "PutSchema", "admin")
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	name := strings.TrimSpace(m.Name)
+	switch {
+	case name == "":
+		return nil, fieldErr("name", "is empty")
+	case strings.TrimSpace(m.Source) == "":
+		return nil, fieldErr("source", "is empty")
+	case len(m.Source) > MaxSchemaBytes:
+		return nil, fieldErr("source", fmt.Sprintf("is %d bytes, the limit is %d", len(m.Source), MaxSchemaBytes))
+	case m.ExpectedVersion != nil && *m.ExpectedVersion < 0:
+		return nil, fieldErr("expected_version", "is negative")
+	}
+	sc, err := schema.Load([]byte(m.Source))
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	if sc.Name != name {
+		return nil, fieldErr("name", fmt.Sprintf("%q does not match the document's name %q", name, sc.Name))
+	}
+	minVersion := 1
+	if b, err := schema.Builtin(name); err == nil {
+		minVersion = b.Version + 1 // a tenant's copy of a built-in schema continues its numbering
+	}
+	expected := -1
+	if m.ExpectedVersion != nil {
+		expected = int(*m.ExpectedVersion)
+	}
+	st := &storage.StoredSchema{Name: name, Source: m.Source, Description: sc.Description, CreatedBy: p.Name}
+	if err := s.Store.PutSchema(ctx, p.TenantID, st, minVersion, expected); err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	s.Logger.InfoContext(ctx, "schema stored", "tenant", p.TenantID, "schema", name, "version", st.Version, "principal", p.Name)
+	return connect.NewResponse(&engramv1.PutSchemaResponse{Schema: storedOut(st)}), nil
+}
+
+func (s *schemaServer) SuggestSchemaChanges(ctx context.Context, req *connect.Request[engramv1.SuggestSchemaChangesRequest]) (*connect.Response[engramv1.SuggestSchemaChangesResponse], error) {
+	if _, err := require(ctx, "SuggestSchemaChanges", "reviewer"); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Msg.Name)
+	if name == "" {
+		return nil, fieldErr("name", "is empty")
+	}
+	return connect.NewResponse(&engramv1.SuggestSchemaChangesResponse{
+		Note: "no suggestions yet: the schema report job (attributes the extractor produces that the schema lacks) is not available",
+	}), nil
+}
