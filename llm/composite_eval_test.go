@@ -114,6 +114,9 @@ var (
 	}
 )
 
+// The USE model is an Embedder (llm/use does not import llm, so the check is here).
+var _ Embedder = (*use.Model)(nil)
+
 type evalCase struct {
 	slice, query string
 	target       int // index into the corpus

@@ -21,6 +21,10 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 		clear(c[:m*n])
 		return
 	}
+	// The assembly kernels read whole rows: check the extents once.
+	if len(a) < m*k || len(bt) < n*k || len(c) < m*n {
+		panic("use: matmul operands shorter than their shapes")
+	}
 	const tile = 32
 	tiles := (n + tile - 1) / tile
 	workers := runtime.GOMAXPROCS(0)
@@ -28,11 +32,19 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 		workers = 1
 	}
 	workers = min(workers, tiles)
-	if workers <= 1 {
-		for t := 0; t < tiles; t++ {
-			j0 := t * tile
-			matmulBlock(m, n, k, a, bt, c, j0, min(j0+tile, n))
+	// Rows go in blocks small enough to stay in cache while the tiles of bt pass.
+	rowBlock := max(4, (32<<10)/(4*k)&^3)
+	run := func(t0, t1 int) {
+		for i0 := 0; i0 < m; i0 += rowBlock {
+			i1 := min(i0+rowBlock, m)
+			for t := t0; t < t1; t++ {
+				j0 := t * tile
+				matmulBlock(i1-i0, n, k, a[i0*k:], bt, c[i0*n:], j0, min(j0+tile, n))
+			}
 		}
+	}
+	if workers <= 1 {
+		run(0, tiles)
 		return
 	}
 	var wg sync.WaitGroup
@@ -45,10 +57,7 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := t0; t < t1; t++ {
-				j0 := t * tile
-				matmulBlock(m, n, k, a, bt, c, j0, min(j0+tile, n))
-			}
+			run(t0, t1)
 		}()
 	}
 	wg.Wait()
@@ -56,6 +65,10 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 
 // matmulBlock computes columns [j0, j1) of c = a·btᵀ.
 func matmulBlock(m, n, k int, a, bt, c []float32, j0, j1 int) {
+	if useSIMD && k >= 8 {
+		matmulBlockSIMD(m, n, k, a, bt, c, j0, j1)
+		return
+	}
 	i := 0
 	for ; i+4 <= m; i += 4 {
 		a0 := a[i*k : i*k+k]
@@ -135,4 +148,46 @@ func transpose2D(r, c int, x []float32) []float32 {
 		}
 	}
 	return out
+}
+
+// matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels doing the first k&^7
+// terms of every dot product and Go the rest.
+func matmulBlockSIMD(m, n, k int, a, bt, c []float32, j0, j1 int) {
+	k8 := k &^ 7
+	var out [8]float32
+	tail := func(i, j int) float32 {
+		var s float32
+		for p := k8; p < k; p++ {
+			s += a[i*k+p] * bt[j*k+p]
+		}
+		return s
+	}
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		j := j0
+		for ; j+2 <= j1; j += 2 {
+			dot4x2AVX(&a[i*k], k, &bt[j*k], k, k8, &out)
+			if k8 < k {
+				for r := range 4 {
+					for q := range 2 {
+						out[2*r+q] += tail(i+r, j+q)
+					}
+				}
+			}
+			c[i*n+j], c[i*n+j+1] = out[0], out[1]
+			c[(i+1)*n+j], c[(i+1)*n+j+1] = out[2], out[3]
+			c[(i+2)*n+j], c[(i+2)*n+j+1] = out[4], out[5]
+			c[(i+3)*n+j], c[(i+3)*n+j+1] = out[6], out[7]
+		}
+		for ; j < j1; j++ {
+			for r := range 4 {
+				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &bt[j*k], k8) + tail(i+r, j)
+			}
+		}
+	}
+	for ; i < m; i++ {
+		for j := j0; j < j1; j++ {
+			c[i*n+j] = dot1AVX(&a[i*k], &bt[j*k], k8) + tail(i, j)
+		}
+	}
 }

@@ -1,0 +1,14 @@
+//go:build amd64 && !purego
+
+package use
+
+import "golang.org/x/sys/cpu"
+
+// useSIMD selects the AVX2/FMA kernels (matmul_amd64.s) where the CPU has them.
+var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
+
+//go:noescape
+func dot1AVX(a, b *float32, k int) float32

@@ -1,0 +1,12 @@
+//go:build !amd64 || purego
+
+package use
+
+// useSIMD is false: the portable kernel runs everywhere else.
+var useSIMD = false
+
+func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32) {
+	panic("use: no SIMD kernel on this platform")
+}
+
+func dot1AVX(a, b *float32, k int) float32 { panic("use: no SIMD kernel on this platform") }
