@@ -34,6 +34,9 @@ type Request struct {
 	Purpose     string `json:"purpose,omitempty"`
 	// Scopes, when set, restricts the visible scopes further (never widens them).
 	Scopes []memory.Scope `json:"scopes,omitempty"`
+	// Explain asks for every fused candidate (Response.Candidates), not only the
+	// top K: what each retriever found, for debugging and isolation tests.
+	Explain bool `json:"explain,omitempty"`
 }
 
 // Kind of a ranked item.
@@ -55,12 +58,15 @@ type Item struct {
 	MemoryKey   string            `json:"memory_key,omitempty"`
 	Predicate   string            `json:"predicate,omitempty"`
 	Object      string            `json:"object,omitempty"`
+	EntityType  string            `json:"entity_type,omitempty"`
+	EntityID    string            `json:"entity_id,omitempty"`
 	Revision    int               `json:"revision,omitempty"`
 	ValidFrom   time.Time         `json:"valid_from"`
 	ValidUntil  *time.Time        `json:"valid_until,omitempty"`
 	Confidence  float64           `json:"confidence,omitempty"`
 	Score       float64           `json:"score"`
-	Retrievers  []string          `json:"retrievers"` // semantic, keyword, graph, structured, recent
+	Retrievers  []string          `json:"retrievers"`    // semantic, keyword, graph, structured, recent
+	Why         string            `json:"why,omitempty"` // why it was chosen, e.g. "keyword #1, semantic #3; task scope leads"
 	EvidenceIDs []string          `json:"evidence_ids,omitempty"`
 	OccurredAt  time.Time         `json:"occurred_at"`
 }
@@ -91,6 +97,10 @@ type Response struct {
 	Tokens   int                      `json:"tokens"`
 	AsOf     time.Time                `json:"as_of"`
 	Timings  map[string]time.Duration `json:"timings,omitempty"`
+	// Candidates are all fused candidates, ranked, when the request asked to Explain.
+	Candidates []Item `json:"candidates,omitempty"`
+	// Parsed is what the query parser understood (entities, predicates, types, time).
+	Parsed *ParsedQuery `json:"parsed,omitempty"`
 }
 
 // Visibility is what a principal may see: its tenant plus the scopes below. Every
@@ -103,6 +113,8 @@ type Visibility struct {
 	SessionID    string
 	TaskID       string
 	AsOf         time.Time
+	// Scopes, when not empty, is the subset of scopes the caller asked for.
+	Scopes []memory.Scope
 }
 
 // KeywordHit is one keyword match.

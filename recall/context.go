@@ -1,0 +1,222 @@
+package recall
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
+)
+
+// Section titles, in the order the context shows them.
+const (
+	SectionTask        = "task"
+	SectionTaskState   = "task state"
+	SectionConstraints = "constraints"
+	SectionPreferences = "preferences"
+	SectionFacts       = "facts"
+	SectionRecent      = "recent turns"
+	SectionSummary     = "summary"
+	SectionEvidence    = "evidence"
+)
+
+var sectionOrder = []string{SectionTask, SectionTaskState, SectionConstraints, SectionPreferences, SectionFacts, SectionRecent, SectionSummary, SectionEvidence}
+
+// CountTokens estimates tokens the way most tokenizers come out on mixed text: a
+// CJK character is one token, other text about four characters per token.
+func CountTokens(s string) int {
+	n, other := 0, 0
+	for _, r := range s {
+		if isCJK(r) || unicode.Is(unicode.Han, r) {
+			n++
+			continue
+		}
+		other++
+	}
+	return n + (other+3)/4
+}
+
+// tag is the trace a context line carries: [fact:1a2b3c4d] or [evidence:…].
+func tag(kind Kind, id string) string { return "[" + string(kind) + ":" + short(id) + "]" }
+
+func oneLine(s string, maxRunes int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxRunes {
+		s = string(r[:maxRunes]) + "…"
+	}
+	return s
+}
+
+func factLine(it Item) string {
+	var b strings.Builder
+	b.WriteString("- ")
+	b.WriteString(oneLine(it.Content, 300))
+	if it.Predicate != "" && it.Object != "" && !strings.Contains(it.Content, it.Object) {
+		fmt.Fprintf(&b, " (%s: %s)", it.Predicate, oneLine(it.Object, 80))
+	}
+	fmt.Fprintf(&b, " {%s", it.Scope.Key())
+	if it.Status != "" && it.Status != memory.FactActive {
+		fmt.Fprintf(&b, ", %s", strings.ToLower(string(it.Status)))
+	}
+	fmt.Fprintf(&b, ", since %s}", it.ValidFrom.UTC().Format("2006-01-02"))
+	b.WriteString(" " + tag(KindFact, it.ID))
+	return b.String()
+}
+
+func evidenceLine(it Item) string {
+	return fmt.Sprintf("- %s %s %s", it.OccurredAt.UTC().Format("2006-01-02 15:04"), oneLine(it.Content, 400), tag(KindEvidence, it.ID))
+}
+
+// buildContext packs the sections within budget tokens: the task and its state
+// first, then the ranked facts (constraints, preferences, facts) and evidence in
+// rank order, with room kept for the session's recent turns and summary. Each line
+// is whole or left out, never cut.
+func buildContext(task *TaskState, ranked []Item, k int, recent []storage.Turn, summary string, budget int) ([]Section, string, int) {
+	lines := map[string][]string{}
+	used := 0
+	fits := func(l string, limit int) bool {
+		n := CountTokens(l) + 1
+		if used+n > limit {
+			return false
+		}
+		used += n
+		return true
+	}
+	add := func(sec, l string, limit int) bool {
+		if fits(l, limit) {
+			lines[sec] = append(lines[sec], l)
+			return true
+		}
+		return false
+	}
+	// Each section header costs a few tokens.
+	header := 4
+	if task != nil {
+		used += 2 * header
+		if task.Goal != "" {
+			add(SectionTask, "- goal: "+oneLine(task.Goal, 300)+" [task:"+task.TaskID+"]", budget)
+		} else {
+			add(SectionTask, "- task "+task.TaskID, budget)
+		}
+		add(SectionTaskState, "- state: "+string(task.State), budget)
+		if len(task.Done) > 0 {
+			add(SectionTaskState, "- done: "+oneLine(strings.Join(task.Done, "; "), 300), budget)
+		}
+		if len(task.Todo) > 0 {
+			add(SectionTaskState, "- todo: "+oneLine(strings.Join(task.Todo, "; "), 300), budget)
+		}
+		if task.NextStep != "" {
+			add(SectionTaskState, "- next step: "+oneLine(task.NextStep, 200), budget)
+		}
+		if task.LastError != "" {
+			add(SectionTaskState, "- last error: "+oneLine(task.LastError, 200), budget)
+		}
+	}
+	// Room for working memory: up to a third of the budget.
+	recentLines := make([]string, 0, len(recent))
+	recentIDs := map[string]bool{}
+	for _, tr := range recent {
+		recentLines = append(recentLines, fmt.Sprintf("- %s %s%s %s", tr.At.UTC().Format("2006-01-02 15:04"), speakerPrefix(tr.Speaker), oneLine(tr.Text, 300), tag(KindEvidence, tr.EvidenceID)))
+		recentIDs[tr.EvidenceID] = true
+	}
+	summaryLine := ""
+	if strings.TrimSpace(summary) != "" {
+		summaryLine = "- " + oneLine(summary, 800)
+	}
+	reserve := 0
+	for _, l := range recentLines {
+		reserve += CountTokens(l) + 1
+	}
+	if summaryLine != "" {
+		reserve += CountTokens(summaryLine) + 1 + header
+	}
+	if len(recentLines) > 0 {
+		reserve += header
+	}
+	if reserve > budget/3 {
+		reserve = budget / 3
+	}
+	memLimit := budget - reserve
+	shown := 0
+	for _, it := range ranked {
+		if shown >= k {
+			break
+		}
+		if it.Kind == KindEvidence && recentIDs[it.ID] {
+			continue // shown with the recent turns
+		}
+		var sec, l string
+		switch {
+		case it.Kind == KindEvidence:
+			sec, l = SectionEvidence, evidenceLine(it)
+		case it.MemoryType == memory.TypeConstraint:
+			sec, l = SectionConstraints, factLine(it)
+		case it.MemoryType == memory.TypePreference:
+			sec, l = SectionPreferences, factLine(it)
+		default:
+			sec, l = SectionFacts, factLine(it)
+		}
+		if len(lines[sec]) == 0 {
+			if used+header > memLimit {
+				continue
+			}
+			used += header
+		}
+		if add(sec, l, memLimit) {
+			shown++
+		} else if len(lines[sec]) == 0 {
+			used -= header
+		}
+	}
+	// Recent turns newest first until the rest of the budget is used, then the
+	// summary; shown oldest first.
+	if summaryLine != "" {
+		used += header
+		if !add(SectionSummary, summaryLine, budget) {
+			used -= header
+		}
+	}
+	if len(recentLines) > 0 {
+		used += header
+		var keep []string
+		for i := len(recentLines) - 1; i >= 0; i-- {
+			if !fits(recentLines[i], budget) {
+				break
+			}
+			keep = append(keep, recentLines[i])
+		}
+		for i := len(keep) - 1; i >= 0; i-- {
+			lines[SectionRecent] = append(lines[SectionRecent], keep[i])
+		}
+		if len(keep) == 0 {
+			used -= header
+		}
+	}
+	var secs []Section
+	var b strings.Builder
+	for _, title := range sectionOrder {
+		ls := lines[title]
+		if len(ls) == 0 {
+			continue
+		}
+		secs = append(secs, Section{Title: title, Lines: ls})
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("## " + title + "\n")
+		for _, l := range ls {
+			b.WriteString(l + "\n")
+		}
+	}
+	text := b.String()
+	return secs, text, CountTokens(text)
+}
+
+func speakerPrefix(s string) string {
+	if s == "" {
+		return ""
+	}
+	role, _, _ := strings.Cut(s, ":")
+	return strings.ToLower(role) + ": "
+}

@@ -1,0 +1,450 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pgvector/pgvector-go"
+	"github.com/uptrace/bun"
+
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+)
+
+// Request limits.
+const (
+	MaxQueryBytes      = 4 << 10
+	DefaultK           = 10
+	MaxK               = 100
+	DefaultTokenBudget = 1000
+	MinTokenBudget     = 50
+	MaxTokenBudget     = 8000
+	maxIDLen           = 200
+	// MaxFutureSkew is how far past the server's clock as_of may be (clock skew).
+	MaxFutureSkew = 24 * time.Hour
+	// currentSlack: an as_of this close to now reads current memory.
+	currentSlack = time.Minute
+)
+
+// AccessLogMode says when the access log and access counts are written.
+type AccessLogMode int
+
+const (
+	// AccessLogAsync queues the write and returns; a background writer batches
+	// queued writes (several recalls, one INSERT and one UPDATE). When the queue is
+	// full the recall writes its own entry before returning. Close flushes.
+	AccessLogAsync AccessLogMode = iota
+	// AccessLogSync writes before Recall returns.
+	AccessLogSync
+	// AccessLogOff writes nothing (benchmarks of retrieval alone).
+	AccessLogOff
+)
+
+// Options tune the engine; zero values take the defaults.
+type Options struct {
+	// CandidateLimit bounds what each retriever returns per table (default 40).
+	CandidateLimit int
+	// EfSearch is hnsw.ef_search for the semantic retriever (default 100).
+	EfSearch int
+	// MaxScanTuples bounds an iterative HNSW scan (hnsw.max_scan_tuples, default 5000).
+	MaxScanTuples int
+	// GraphHops bounds the walk from the entities a question names (default 2).
+	GraphHops int
+	// RRFK is the reciprocal-rank-fusion constant (default 60).
+	RRFK float64
+	// DefaultSchema parses questions when the request names none (default general).
+	DefaultSchema string
+	AccessLog     AccessLogMode
+	// Now is the clock (tests); default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Engine answers recalls. It is safe for concurrent use.
+type Engine struct {
+	store   *storage.Store
+	db      *bun.DB
+	emb     llm.Embedder
+	kw      KeywordIndex
+	pgKW    bool
+	schemas func(ctx context.Context, name string) (*schema.Schema, error)
+	opts    Options
+
+	schemaMu    sync.RWMutex
+	schemaCache map[string]schemaEntry
+
+	log *accessLogger
+}
+
+type schemaEntry struct {
+	s  *schema.Schema
+	at time.Time
+}
+
+// New builds an engine. emb may be nil (no semantic retrieval); kw nil means
+// Postgres full-text; schemas nil means the built-in schemas.
+func New(store *storage.Store, emb llm.Embedder, kw KeywordIndex, schemas func(ctx context.Context, name string) (*schema.Schema, error), opts Options) *Engine {
+	if opts.CandidateLimit <= 0 {
+		opts.CandidateLimit = 40
+	}
+	if opts.CandidateLimit > 200 {
+		opts.CandidateLimit = 200
+	}
+	if opts.EfSearch <= 0 {
+		opts.EfSearch = 100
+	}
+	if opts.MaxScanTuples <= 0 {
+		opts.MaxScanTuples = 5000
+	}
+	if opts.GraphHops <= 0 {
+		opts.GraphHops = 2
+	}
+	if opts.RRFK <= 0 {
+		opts.RRFK = 60
+	}
+	if opts.DefaultSchema == "" {
+		opts.DefaultSchema = "general"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if schemas == nil {
+		schemas = func(_ context.Context, name string) (*schema.Schema, error) { return schema.Builtin(name) }
+	}
+	if kw == nil {
+		kw = NewPostgresKeyword(store)
+	}
+	_, pg := kw.(*PostgresKeyword)
+	e := &Engine{store: store, db: store.DB(), emb: emb, kw: kw, pgKW: pg, schemas: schemas, opts: opts, schemaCache: map[string]schemaEntry{}}
+	e.log = newAccessLogger(store.DB(), opts.AccessLog, opts.Logger)
+	return e
+}
+
+// Close flushes queued access-log writes and stops the background writer.
+func (e *Engine) Close() error { return e.log.close() }
+
+// Flush waits until every queued access-log write is stored.
+func (e *Engine) Flush(ctx context.Context) error { return e.log.flush(ctx) }
+
+// schema returns a parsed schema, cached for a minute (schemas are versioned and
+// rarely change; parsing one per recall would cost more than the recall).
+func (e *Engine) schema(ctx context.Context, name string) (*schema.Schema, error) {
+	now := time.Now()
+	e.schemaMu.RLock()
+	ce, ok := e.schemaCache[name]
+	e.schemaMu.RUnlock()
+	if ok && now.Sub(ce.at) < time.Minute {
+		return ce.s, nil
+	}
+	s, err := e.schemas(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	e.schemaMu.Lock()
+	e.schemaCache[name] = schemaEntry{s: s, at: now}
+	e.schemaMu.Unlock()
+	return s, nil
+}
+
+// validate checks a request before anything touches the database and fills in
+// defaults.
+func (e *Engine) validate(req *Request, now time.Time) error {
+	p := req.Principal
+	if strings.TrimSpace(p.TenantID) == "" {
+		return memory.FieldError{Field: "principal.tenant_id", Problem: "is empty"}
+	}
+	if strings.TrimSpace(p.UserID) == "" {
+		return memory.FieldError{Field: "principal.user_id", Problem: "is empty: recall reads memory on behalf of a user"}
+	}
+	for field, v := range map[string]string{"principal.tenant_id": p.TenantID, "principal.user_id": p.UserID, "principal.department_id": p.DepartmentID,
+		"principal.agent_id": p.AgentID, "principal.id": p.ID, "session_id": req.SessionID, "task_id": req.TaskID, "schema": req.Schema, "purpose": req.Purpose} {
+		if len(v) > maxIDLen {
+			return memory.FieldError{Field: field, Problem: fmt.Sprintf("is longer than %d bytes", maxIDLen)}
+		}
+	}
+	if len(req.Query) > MaxQueryBytes {
+		return memory.FieldError{Field: "query", Problem: fmt.Sprintf("is %d bytes, the limit is %d", len(req.Query), MaxQueryBytes)}
+	}
+	if !utf8.ValidString(req.Query) {
+		return memory.FieldError{Field: "query", Problem: "is not valid UTF-8"}
+	}
+	switch {
+	case req.K == 0:
+		req.K = DefaultK
+	case req.K < 0 || req.K > MaxK:
+		return memory.FieldError{Field: "k", Problem: fmt.Sprintf("%d is outside 1..%d", req.K, MaxK)}
+	}
+	switch {
+	case req.TokenBudget == 0:
+		req.TokenBudget = DefaultTokenBudget
+	case req.TokenBudget < MinTokenBudget || req.TokenBudget > MaxTokenBudget:
+		return memory.FieldError{Field: "token_budget", Problem: fmt.Sprintf("%d is outside %d..%d", req.TokenBudget, MinTokenBudget, MaxTokenBudget)}
+	}
+	for i, sc := range req.Scopes {
+		if !sc.Valid() {
+			return memory.FieldError{Field: fmt.Sprintf("scopes[%d]", i), Problem: fmt.Sprintf("unknown scope %q (allowed: TENANT, DEPARTMENT, USER, AGENT, SESSION, TASK)", sc)}
+		}
+	}
+	if req.AsOf.After(now.Add(MaxFutureSkew)) {
+		return memory.FieldError{Field: "as_of", Problem: fmt.Sprintf("%s is in the future; memory is only known up to now", req.AsOf.UTC().Format(time.RFC3339))}
+	}
+	if !req.AsOf.IsZero() && req.AsOf.Year() < 1970 {
+		return memory.FieldError{Field: "as_of", Problem: "is before 1970"}
+	}
+	if req.Schema == "" {
+		req.Schema = e.opts.DefaultSchema
+	}
+	return nil
+}
+
+// Recall answers one request: principal → task state → structured filter → query
+// parsing → candidates (semantic, keyword, graph, structured over facts; semantic
+// and keyword over evidence; the session's recent turns) → fusion → one revision
+// per key, task scope first → context within the budget → access log.
+func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
+	start := time.Now()
+	now := e.opts.Now()
+	if err := e.validate(&req, now); err != nil {
+		return Response{}, err
+	}
+	timings := map[string]time.Duration{}
+	mark := func(step string, since time.Time) { timings[step] = time.Since(since) }
+
+	asOf, current := req.AsOf, false
+	if asOf.IsZero() || !asOf.Before(now.Add(-currentSlack)) {
+		if asOf.IsZero() || asOf.After(now) {
+			asOf = now
+		}
+		current = true
+	}
+	asOf = asOf.UTC()
+	vis := Visibility{
+		TenantID: req.Principal.TenantID, UserID: req.Principal.UserID, DepartmentID: req.Principal.DepartmentID,
+		AgentID: req.Principal.AgentID, SessionID: req.SessionID, TaskID: req.TaskID, AsOf: asOf, Scopes: req.Scopes,
+	}
+
+	t := time.Now()
+	sch, err := e.schema(ctx, req.Schema)
+	if err != nil {
+		return Response{}, memory.FieldError{Field: "schema", Problem: err.Error()}
+	}
+	parsed := parseQuery(sch, req.Query, asOf)
+	speaker := "User"
+	if se, ok := sch.SpeakerEntity(); ok {
+		speaker = se.Name
+	}
+	mark("parse", t)
+
+	p := plan{vis: vis, current: current, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
+	if e.emb != nil && strings.TrimSpace(req.Query) != "" {
+		t = time.Now()
+		vecs, err := e.emb.Embed(ctx, []string{req.Query})
+		if err != nil {
+			return Response{}, fmt.Errorf("embed query: %w", err)
+		}
+		if len(vecs) == 1 && len(vecs[0]) == storage.EmbeddingDim {
+			v := pgvector.NewVector(vecs[0])
+			p.vec = &v
+		} else if len(vecs) == 1 {
+			return Response{}, fmt.Errorf("embed query: the embedder returned %d dimensions, the database stores %d", len(vecs[0]), storage.EmbeddingDim)
+		}
+		mark("embed", t)
+	}
+	if e.pgKW && len(parsed.Terms) > 0 {
+		p.tsq = tsQueryText(parsed.Terms)
+	}
+
+	// Retrieval: one statement per table, the task and the session, and an external
+	// keyword index when configured, all at once.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		facts   []factRow
+		evs     []evidenceRow
+		extF    []factRow
+		extE    []evidenceRow
+		task    *storage.Task
+		session *storage.Session
+	)
+	run := func(step string, fn func(ctx context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			err := fn(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			timings[step] = time.Since(t)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	run("facts", func(ctx context.Context) (err error) { facts, err = e.queryFacts(ctx, p); return })
+	run("evidence", func(ctx context.Context) (err error) { evs, err = e.queryEvidence(ctx, p); return })
+	if req.TaskID != "" || req.SessionID != "" {
+		run("task_session", func(ctx context.Context) (err error) { task, session, err = e.taskAndSession(ctx, vis); return })
+	}
+	if !e.pgKW && len(parsed.Terms) > 0 {
+		run("keyword_index", func(ctx context.Context) error {
+			hits, err := e.kw.Search(ctx, vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
+			if err != nil {
+				e.opts.Logger.Warn("recall: keyword index failed; continuing without it", "index", e.kw.Name(), "err", err)
+				return nil
+			}
+			extF, extE, err = e.hydrate(ctx, p, hits)
+			return err
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return Response{}, errors.Join(errs...)
+	}
+	facts = append(facts, extF...)
+	evs = append(evs, extE...)
+
+	t = time.Now()
+	var recent []storage.Turn
+	if session != nil {
+		for _, tr := range session.Recent {
+			if !tr.At.After(asOf) {
+				recent = append(recent, tr)
+			}
+		}
+	}
+	ranked := e.fuse(p, req, facts, evs, recent)
+	mark("fuse", t)
+
+	t = time.Now()
+	resp := Response{AsOf: asOf}
+	if task != nil {
+		resp.Task = &TaskState{TaskID: task.ID, Goal: task.Goal, State: task.State, Done: task.Done, Todo: task.Todo, NextStep: task.NextStep, LastError: task.LastError}
+	}
+	items := ranked
+	if len(items) > req.K {
+		items = items[:req.K]
+	}
+	resp.Items = items
+	if resp.Items == nil {
+		resp.Items = []Item{}
+	}
+	summary := ""
+	if session != nil && current {
+		summary = session.Summary
+	}
+	resp.Sections, resp.Context, resp.Tokens = buildContext(resp.Task, ranked, req.K, recent, summary, req.TokenBudget)
+	if req.Explain {
+		resp.Candidates = ranked
+		resp.Parsed = parsed
+	}
+	mark("context", t)
+
+	t = time.Now()
+	if err := e.log.record(ctx, accessEntry{req: req, items: resp.Items}); err != nil {
+		return Response{}, fmt.Errorf("access log: %w", err)
+	}
+	mark("access_log", t)
+	timings["total"] = time.Since(start)
+	resp.Timings = timings
+	return resp, nil
+}
+
+// taskAndSession reads the named task and session, each only if it is the
+// principal user's (or nobody's).
+func (e *Engine) taskAndSession(ctx context.Context, v Visibility) (*storage.Task, *storage.Session, error) {
+	var task *storage.Task
+	var sess *storage.Session
+	if v.TaskID != "" && v.allows(memory.ScopeTask) {
+		t := new(storage.Task)
+		err := e.db.NewSelect().Model(t).Where("tenant_id = ? AND id = ? AND (user_id = ? OR user_id = '')", v.TenantID, v.TaskID, v.UserID).Limit(1).Scan(ctx)
+		if err == nil {
+			task = t
+		} else if !isNoRows(err) {
+			return nil, nil, fmt.Errorf("read task: %w", err)
+		}
+	}
+	if v.SessionID != "" && v.allows(memory.ScopeSession) {
+		s := new(storage.Session)
+		err := e.db.NewSelect().Model(s).Where("tenant_id = ? AND id = ? AND (user_id = ? OR user_id = '')", v.TenantID, v.SessionID, v.UserID).Limit(1).Scan(ctx)
+		if err == nil {
+			sess = s
+		} else if !isNoRows(err) {
+			return nil, nil, fmt.Errorf("read session: %w", err)
+		}
+	}
+	return task, sess, nil
+}
+
+func isNoRows(err error) bool {
+	return err != nil && (errors.Is(err, storage.ErrNotFound) || strings.Contains(err.Error(), "no rows in result set"))
+}
+
+// Explain runs the request's fact and evidence statements under EXPLAIN (ANALYZE,
+// BUFFERS) and returns the plans: where a slow recall spends its time. It writes
+// no access log.
+func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
+	now := e.opts.Now()
+	if err := e.validate(&req, now); err != nil {
+		return "", err
+	}
+	sch, err := e.schema(ctx, req.Schema)
+	if err != nil {
+		return "", memory.FieldError{Field: "schema", Problem: err.Error()}
+	}
+	asOf, current := req.AsOf, true
+	if asOf.IsZero() {
+		asOf = now
+	} else if asOf.Before(now.Add(-currentSlack)) {
+		current = false
+	}
+	vis := Visibility{TenantID: req.Principal.TenantID, UserID: req.Principal.UserID, DepartmentID: req.Principal.DepartmentID,
+		AgentID: req.Principal.AgentID, SessionID: req.SessionID, TaskID: req.TaskID, AsOf: asOf.UTC(), Scopes: req.Scopes}
+	p := plan{vis: vis, current: current, parsed: parseQuery(sch, req.Query, asOf), speaker: "User", limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
+	if e.emb != nil && req.Query != "" {
+		vecs, err := e.emb.Embed(ctx, []string{req.Query})
+		if err != nil {
+			return "", err
+		}
+		v := pgvector.NewVector(vecs[0])
+		p.vec = &v
+	}
+	if len(p.parsed.Terms) > 0 {
+		p.tsq = tsQueryText(p.parsed.Terms)
+	}
+	var b strings.Builder
+	for _, q := range []struct {
+		name string
+		s    *sqlb
+		ok   bool
+	}{{"facts", nil, false}, {"evidence", nil, false}} {
+		if q.name == "facts" {
+			q.s, q.ok = factsQuery(p)
+		} else {
+			q.s, q.ok = evidenceQuery(p)
+		}
+		if !q.ok {
+			continue
+		}
+		var lines []string
+		err := e.runInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			return tx.NewRaw("EXPLAIN (ANALYZE, BUFFERS) "+q.s.b.String(), q.s.args...).Scan(ctx, &lines)
+		})
+		if err != nil {
+			return b.String(), err
+		}
+		fmt.Fprintf(&b, "== %s\n%s\n\n", q.name, strings.Join(lines, "\n"))
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,212 @@
+package recallbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
+)
+
+// Queries draws n recall requests: random principals of random tenants, some in a
+// session or a task, asking in English or Chinese about budgets, preferences,
+// orders, rules, tools and trips.
+func Queries(w *World, n int, seed uint64) []recall.Request {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]recall.Request, 0, n)
+	for i := 0; i < n; i++ {
+		t := r.IntN(len(w.Users))
+		u := w.Users[t][r.IntN(len(w.Users[t]))]
+		o := pick(r, u.Orders)
+		c := r.IntN(len(cities))
+		type tq struct{ q, schema string }
+		qs := []tq{
+			{"what is my travel budget", "travel"}, {"do I prefer direct flights", "travel"}, {"where is my order " + o, "customer_service"},
+			{"what food do I like", "general"}, {"which tools does the team use in production", "general"},
+			{"what are the company's rules for expense reports", "general"}, {"the order that never arrived", "customer_service"},
+			{"what did I say about hotels in " + cities[c], "travel"}, {"what is my cat's name?", "general"}, {"which seat do I prefer", "travel"},
+			{"我的预算是多少", "travel"}, {"用户喜欢什么样的旅行方式", "travel"}, {"我那个没到的订单怎么样了", "customer_service"},
+			{"订单" + o + "怎么样了", "customer_service"}, {"帮我继续安排上次旅行", "travel"}, {"我们团队用的是什么工具", "general"},
+			{"报销有什么规定", "general"}, {"我喜欢吃什么", "general"}, {"去" + citiesZh[c] + "的酒店要带早餐吗", "travel"},
+		}
+		q := pick(r, qs)
+		req := recall.Request{
+			Principal: recall.Principal{TenantID: u.Tenant, ID: "bench", UserID: u.ID, DepartmentID: u.Department, AgentID: u.Agent},
+			Query:     q.q, Schema: q.schema, K: 10, Purpose: "bench",
+		}
+		if r.IntN(10) < 4 {
+			req.SessionID = pick(r, u.Sessions)
+		}
+		if r.IntN(10) < 3 {
+			req.TaskID = pick(r, u.Tasks)
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
+// Stat is the latency of one kind of query at one concurrency.
+type Stat struct {
+	Name          string
+	Concurrency   int
+	N, Errors     int
+	P50, P95, P99 time.Duration
+	Mean          time.Duration
+	QPS           float64
+	FirstErr      error
+}
+
+// Kinds of measured queries.
+const (
+	KindRecall    = "recall"
+	KindBareVec   = "bare pgvector top-k"
+	KindBareText  = "bare full-text"
+	bareVecSQL    = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
+	bareTextSQL   = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
+	bareTextLimit = 10
+)
+
+// Runner measures recall and the bare queries on the same requests.
+type Runner struct {
+	Store  *storage.Store
+	Engine *recall.Engine
+	Emb    llm.Embedder
+}
+
+func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error {
+	switch kind {
+	case KindRecall:
+		_, err := b.Engine.Recall(ctx, req)
+		return err
+	case KindBareVec:
+		vs, err := b.Emb.Embed(ctx, []string{req.Query})
+		if err != nil {
+			return err
+		}
+		var ids []string
+		return b.Store.DB().NewRaw(bareVecSQL, req.Principal.TenantID, pgvector.NewVector(vs[0]), req.K).Scan(ctx, &ids)
+	case KindBareText:
+		q := storage.SearchText(req.Query)
+		var ids []string
+		return b.Store.DB().NewRaw(bareTextSQL, req.Principal.TenantID, q, q, bareTextLimit).Scan(ctx, &ids)
+	}
+	return fmt.Errorf("unknown kind %q", kind)
+}
+
+// Measure runs every request once as kind with conc concurrent callers.
+func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request, conc int) Stat {
+	lat := make([]time.Duration, len(reqs))
+	var next atomic.Int64
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(reqs) || ctx.Err() != nil {
+					return
+				}
+				t := time.Now()
+				if err := b.one(ctx, kind, reqs[i]); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	st := Stat{Name: kind, Concurrency: conc, N: len(reqs), Errors: int(errs.Load()), QPS: float64(len(reqs)) / wall.Seconds()}
+	if e, ok := firstErr.Load().(error); ok {
+		st.FirstErr = e
+	}
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, l := range lat {
+		sum += l
+	}
+	if len(lat) > 0 {
+		st.Mean = sum / time.Duration(len(lat))
+		st.P50, st.P95, st.P99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
+	}
+	return st
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	if i > 0 {
+		i--
+	}
+	return sorted[i]
+}
+
+// Run warms up, then measures recall, the bare vector and the bare full-text query
+// at each concurrency.
+func (b *Runner) Run(ctx context.Context, reqs []recall.Request, concurrency []int, warmup int) []Stat {
+	for _, kind := range []string{KindRecall, KindBareVec, KindBareText} {
+		w := reqs
+		if warmup < len(w) {
+			w = w[:warmup]
+		}
+		b.Measure(ctx, kind, w, 2)
+	}
+	var out []Stat
+	for _, c := range concurrency {
+		for _, kind := range []string{KindRecall, KindBareVec, KindBareText} {
+			out = append(out, b.Measure(ctx, kind, reqs, c))
+		}
+	}
+	return out
+}
+
+// PrintTable writes the figures side by side with the ratio that matters: recall
+// p50 over the bare pgvector top-k p50 at the same concurrency.
+func PrintTable(out io.Writer, stats []Stat) {
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "query\tcallers\tn\tp50\tp95\tp99\tmean\tQPS\terrors\t")
+	bare := map[int]time.Duration{}
+	for _, s := range stats {
+		if s.Name == KindBareVec {
+			bare[s.Concurrency] = s.P50
+		}
+	}
+	for _, s := range stats {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, s.Errors)
+	}
+	_ = tw.Flush()
+	var ratios []string
+	for _, s := range stats {
+		if s.Name == KindRecall && bare[s.Concurrency] > 0 {
+			ratios = append(ratios, fmt.Sprintf("%d caller(s): %.2f×", s.Concurrency, float64(s.P50)/float64(bare[s.Concurrency])))
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(out, "\nrecall p50 / bare pgvector p50: %s\n", strings.Join(ratios, ", "))
+	}
+	for _, s := range stats {
+		if s.FirstErr != nil {
+			fmt.Fprintf(out, "%s at %d: first error: %v\n", s.Name, s.Concurrency, s.FirstErr)
+		}
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
