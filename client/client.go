@@ -76,14 +76,27 @@ func WithClientOptions(opts ...connect.ClientOption) Option {
 	return func(o *options) { o.extra = append(o.extra, opts...) }
 }
 
-// DefaultHTTPClient speaks HTTP/1.1 and HTTP/2, including HTTP/2 without TLS (h2c)
-// for http:// URLs, which gRPC needs.
+// DefaultHTTPClient speaks HTTP/2 without TLS (h2c) to http:// URLs, which gRPC
+// needs and Connect and gRPC-Web accept, and HTTP/1.1 or HTTP/2 over TLS to https://.
 func DefaultHTTPClient() *http.Client {
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetHTTP2(true)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+	h2c := new(http.Protocols)
+	h2c.SetUnencryptedHTTP2(true)
+	tls := new(http.Protocols)
+	tls.SetHTTP1(true)
+	tls.SetHTTP2(true)
+	return &http.Client{Transport: bySchemeTransport{
+		plain:  &http.Transport{Protocols: h2c, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second},
+		secure: &http.Transport{Protocols: tls, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second},
+	}}
+}
+
+type bySchemeTransport struct{ plain, secure http.RoundTripper }
+
+func (t bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" {
+		return t.plain.RoundTrip(r)
+	}
+	return t.secure.RoundTrip(r)
 }
 
 // New returns a client of the server at baseURL (e.g. http://127.0.0.1:8080) that

@@ -92,7 +92,7 @@ func toConnect(ctx context.Context, err error) error {
 	if errors.As(err, &le) {
 		var vs []*errdetails.BadRequest_FieldViolation
 		for _, p := range le.Problems {
-			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "source:" + p.Field, Description: p.String()})
+			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "source", Description: p.String()})
 		}
 		return badRequest(err, vs...)
 	}

@@ -84,7 +84,7 @@ func (s *schemaServer) PutSchema(ctx context.Context, req *connect.Request[engra
 	}
 	sc, err := schema.Load([]byte(m.Source))
 	if err != nil {
-		return nil, toConnect(ctx, err)
+		return nil, toConnect(ctx, fmt.Errorf("source: %w", err))
 	}
 	if sc.Name != name {
 		return nil, fieldErr("name", fmt.Sprintf("%q does not match the document's name %q", name, sc.Name))
