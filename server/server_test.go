@@ -477,7 +477,10 @@ func TestBadInput(t *testing.T) {
 		}, connect.CodeInvalidArgument, "schema"},
 		{"GetFact empty", "agentA", func(c *client.Client) error { _, err := c.GetFact(ctx, ""); return err }, connect.CodeInvalidArgument, "fact_id"},
 		{"GetFact not uuid", "agentA", func(c *client.Client) error { _, err := c.GetFact(ctx, "12345"); return err }, connect.CodeInvalidArgument, "fact_id"},
-		{"GetFact unknown", "agentA", func(c *client.Client) error { _, err := c.GetFact(ctx, "6f1c1f0e-8a53-4b8e-9a43-3f0f5e0d2c11"); return err }, connect.CodeNotFound, ""},
+		{"GetFact unknown", "agentA", func(c *client.Client) error {
+			_, err := c.GetFact(ctx, "6f1c1f0e-8a53-4b8e-9a43-3f0f5e0d2c11")
+			return err
+		}, connect.CodeNotFound, ""},
 		{"ListFacts limit", "agentA", func(c *client.Client) error {
 			_, err := c.ListFacts(ctx, &engramv1.ListFactsRequest{Limit: 5000})
 			return err
