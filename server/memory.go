@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -63,6 +64,8 @@ func validUUID(field, v string) error {
 }
 
 // eventIn checks one event of a request and returns it as the write path's input.
+// An event without occurred_at gets now; sameRetryTime later replaces that by the
+// stored time when the key was seen before, so a retry hashes the same.
 func (s *memoryServer) eventIn(p *Principal, prefix string, e *engramv1.Event, now time.Time) (activities.IngestEvent, error) {
 	var out activities.IngestEvent
 	if e == nil {
@@ -163,7 +166,9 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC()
+	// Postgres keeps microseconds: a default time must survive the round trip so a
+	// retry that reuses the stored time hashes the same.
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	switch {
 	case m.Event != nil && len(m.Events) > 0:
 		return nil, fieldErr("events", "set either event or events, not both")
@@ -173,6 +178,11 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		ev, err := s.eventIn(p, "event.", m.Event, now)
 		if err != nil {
 			return nil, err
+		}
+		if m.Event.OccurredAt == nil {
+			if err := s.sameRetryTime(ctx, p.TenantID, []*activities.IngestEvent{&ev}); err != nil {
+				return nil, toConnect(ctx, err)
+			}
 		}
 		res, err := s.ingestOne(ctx, ev, m.Wait, wait)
 		if err != nil {
@@ -195,11 +205,44 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		}
 		seen[evs[i].IdempotencyKey] = i
 	}
+	var defaulted []*activities.IngestEvent
+	for i, e := range m.Events {
+		if e.OccurredAt == nil {
+			defaulted = append(defaulted, &evs[i])
+		}
+	}
+	if err := s.sameRetryTime(ctx, p.TenantID, defaulted); err != nil {
+		return nil, toConnect(ctx, err)
+	}
 	out, err := s.ingestBatch(ctx, p, strings.TrimSpace(m.BatchKey), evs, m.Wait, wait)
 	if err != nil {
 		return nil, toConnect(ctx, err)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// sameRetryTime gives events whose occurred_at defaulted to now the time stored for
+// their key, when the key was used before: a retry of an event sent without a time
+// is then the same event, not a conflicting one.
+func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*activities.IngestEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(evs))
+	for i, e := range evs {
+		keys[i] = e.IdempotencyKey
+	}
+	var rows []storage.Event
+	if err := s.Store.DB().NewSelect().Model(&rows).Column("idempotency_key", "occurred_at").
+		Where("tenant_id = ? AND idempotency_key IN (?)", tenant, bun.In(keys)).Scan(ctx); err != nil {
+		return fmt.Errorf("look up idempotency keys: %w", err)
+	}
+	for _, r := range rows {
+		if i := slices.Index(keys, r.IdempotencyKey); i >= 0 {
+			evs[i].OccurredAt = r.OccurredAt.UTC()
+		}
+	}
+	return nil
 }
 
 func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
@@ -487,7 +530,7 @@ func (s *memoryServer) logAccess(ctx context.Context, p *Principal, purpose, use
 		return
 	}
 	_, err := s.Store.DB().NewRaw("INSERT INTO access_log (tenant_id, principal, purpose, user_id, query, fact_ids) VALUES (?, ?, ?, ?, ?, ?::uuid[])",
-		p.TenantID, p.Name, purpose, user, query, bun.In(ids)).Exec(ctx)
+		p.TenantID, p.Name, purpose, user, query, pgdialect.Array(ids)).Exec(ctx)
 	if err != nil {
 		s.Logger.WarnContext(ctx, "access log write failed", "tenant", p.TenantID, "error", err)
 	}

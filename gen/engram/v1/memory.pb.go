@@ -250,7 +250,8 @@ type Event struct {
 	Payload *structpb.Struct `protobuf:"bytes,13,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Message or turn id in the source system; evidence points at it.
 	Locator string `protobuf:"bytes,14,opt,name=locator,proto3" json:"locator,omitempty"`
-	// When it happened (default: now). An older event arriving late becomes a
+	// When it happened (default: now; for a retry of an event sent without a time, the
+	// time stored for its key). An older event arriving late becomes a
 	// historical revision, not the current one.
 	OccurredAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
