@@ -707,13 +707,24 @@ func (s *memoryServer) InvalidateFact(ctx context.Context, req *connect.Request[
 }
 
 func (s *memoryServer) Forget(ctx context.Context, req *connect.Request[engramv1.ForgetRequest]) (*connect.Response[engramv1.ForgetResponse], error) {
-	if _, err := require(ctx, "Forget", "admin"); err != nil {
+	p, err := require(ctx, "Forget", "admin")
+	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(req.Msg.UserId) == "" {
-		return nil, fieldErr("user_id", "is empty")
+	user := strings.TrimSpace(req.Msg.UserId)
+	if user == "" {
+		return nil, fieldErr("user_id", "is empty: name the user to erase")
 	}
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("Forget is not available yet: the erasure workflow (issue 9) is not wired to the API; nothing was erased"))
+	in := workflows.EraseSubjectInput{TenantID: p.TenantID, UserID: user, RequestedBy: p.Name, Reason: req.Msg.Reason}
+	opts := workflows.EraseSubjectStartOptions(s.Config.TaskQueue, in)
+	// Asking twice while an erasure runs joins it.
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.EraseSubjectWorkflowName, in)
+	if err != nil {
+		return nil, toConnect(ctx, fmt.Errorf("start erasure: %w", err))
+	}
+	s.Logger.InfoContext(ctx, "erasure started", "tenant", p.TenantID, "workflow_id", run.GetID(), "principal", p.Name)
+	return connect.NewResponse(&engramv1.ForgetResponse{WorkflowId: run.GetID()}), nil
 }
 
 func (s *memoryServer) Recall(ctx context.Context, req *connect.Request[engramv1.RecallRequest]) (*connect.Response[engramv1.RecallResponse], error) {

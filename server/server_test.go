@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/config"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
@@ -40,6 +42,7 @@ type env struct {
 	// Tenants are unique per test: Temporal keeps workflows (whose ids derive from
 	// tenant and key) across test databases.
 	tA, tB string
+	tc     tclient.Client
 }
 
 var protocols = []struct {
@@ -76,7 +79,7 @@ func newEnv(t *testing.T) *env {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	e := &env{t: t, url: srv.URL, st: st, keys: map[string]string{}, tA: "tA-" + testenv.RandomID(8), tB: "tB-" + testenv.RandomID(8)}
+	e := &env{t: t, url: srv.URL, st: st, keys: map[string]string{}, tA: "tA-" + testenv.RandomID(8), tB: "tB-" + testenv.RandomID(8), tc: tc}
 	for name, k := range map[string]storage.APIKey{
 		"agentA":    {TenantID: e.tA, Principal: "agent-a", Roles: []string{"agent"}, UserID: "u1", AllowedUsers: []string{"u1b"}},
 		"anyA":      {TenantID: e.tA, Principal: "agent-any", Roles: []string{"agent"}},
@@ -589,9 +592,24 @@ func TestBadInput(t *testing.T) {
 	for _, tb := range tables {
 		assert.Equal(t, before[tb], e.count(tb), "nothing was written to %s", tb)
 	}
-	// Forget is refused with an explanation until erasure is wired.
-	_, err := e.client("adminA").Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u1"}))
-	assert.Equal(t, connect.CodeUnimplemented, codeOf(t, err))
 }
 
 func durationpbNew(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// Forget starts the erasure workflow of the caller's tenant and user, and joins it
+// when asked again.
+func TestForgetStartsErasure(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	admin := e.client("adminA")
+	res, err := admin.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u1", Reason: "user asked"}))
+	require.NoError(t, err)
+	assert.Equal(t, "erase/"+e.tA+"/u1", res.Msg.WorkflowId)
+	t.Cleanup(func() { _ = e.tc.TerminateWorkflow(context.Background(), res.Msg.WorkflowId, "", "test done") })
+	again, err := admin.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u1"}))
+	require.NoError(t, err)
+	assert.Equal(t, res.Msg.WorkflowId, again.Msg.WorkflowId)
+	d, err := e.tc.DescribeWorkflowExecution(ctx, res.Msg.WorkflowId, "")
+	require.NoError(t, err)
+	assert.Equal(t, "EraseSubject", d.WorkflowExecutionInfo.Type.Name)
+}

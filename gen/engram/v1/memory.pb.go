@@ -1975,7 +1975,7 @@ func (x *ForgetRequest) GetReason() string {
 // ForgetResponse reports the erasure.
 type ForgetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The erasure workflow.
+	// The erasure workflow (erase/<tenant>/<user>); its result is the tombstone.
 	WorkflowId    string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

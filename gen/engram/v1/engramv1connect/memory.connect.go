@@ -72,9 +72,10 @@ type MemoryServiceClient interface {
 	// InvalidateFact closes the ACTIVE revision of a fact (status INVALIDATED,
 	// valid_until now) without writing a new one. Reviewers and admins only.
 	InvalidateFact(context.Context, *connect.Request[v1.InvalidateFactRequest]) (*connect.Response[v1.InvalidateFactResponse], error)
-	// Forget erases everything about one user (right to be forgotten) and leaves a
-	// tombstone. Admins only. Not available until the erasure workflow exists: it
-	// answers UNIMPLEMENTED with an explanation.
+	// Forget starts the erasure of one user (right to be forgotten): the EraseSubject
+	// workflow removes their events, evidence, candidates, facts, embeddings, index
+	// documents and workflow histories, and leaves a tombstone. It returns when the
+	// erasure has started; asking again while it runs joins it. Admins only.
 	Forget(context.Context, *connect.Request[v1.ForgetRequest]) (*connect.Response[v1.ForgetResponse], error)
 }
 
@@ -207,9 +208,10 @@ type MemoryServiceHandler interface {
 	// InvalidateFact closes the ACTIVE revision of a fact (status INVALIDATED,
 	// valid_until now) without writing a new one. Reviewers and admins only.
 	InvalidateFact(context.Context, *connect.Request[v1.InvalidateFactRequest]) (*connect.Response[v1.InvalidateFactResponse], error)
-	// Forget erases everything about one user (right to be forgotten) and leaves a
-	// tombstone. Admins only. Not available until the erasure workflow exists: it
-	// answers UNIMPLEMENTED with an explanation.
+	// Forget starts the erasure of one user (right to be forgotten): the EraseSubject
+	// workflow removes their events, evidence, candidates, facts, embeddings, index
+	// documents and workflow histories, and leaves a tombstone. It returns when the
+	// erasure has started; asking again while it runs joins it. Admins only.
 	Forget(context.Context, *connect.Request[v1.ForgetRequest]) (*connect.Response[v1.ForgetResponse], error)
 }
 
