@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -82,6 +83,31 @@ type Engine struct {
 	schemaCache map[string]schemaEntry
 
 	log *accessLogger
+
+	// sharedIndex: 1 when facts_embedding_shared_hnsw exists, -1 when not, 0 unknown.
+	sharedIndex atomic.Int32
+}
+
+// hasSharedIndex reports (once, then cached) whether the partial vector index of
+// shared facts exists; without it the shared branch is searched exactly, as the
+// whole-table index with a selective filter would be slow and incomplete.
+func (e *Engine) hasSharedIndex(ctx context.Context) bool {
+	switch e.sharedIndex.Load() {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	var ok bool
+	if err := e.db.NewRaw("SELECT to_regclass('facts_embedding_shared_hnsw') IS NOT NULL").Scan(ctx, &ok); err != nil {
+		return false
+	}
+	if ok {
+		e.sharedIndex.Store(1)
+	} else {
+		e.sharedIndex.Store(-1)
+	}
+	return ok
 }
 
 type schemaEntry struct {
@@ -292,7 +318,12 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 			}
 		}()
 	}
+	p.splitShared = current && p.vec != nil && e.hasSharedIndex(ctx)
+	var shared []factRow
 	run("facts", func(ctx context.Context) (err error) { facts, err = e.queryFacts(ctx, p); return })
+	if p.splitShared {
+		run("facts_shared_semantic", func(ctx context.Context) (err error) { shared, err = e.querySharedSemantic(ctx, p); return })
+	}
 	run("evidence", func(ctx context.Context) (err error) { evs, err = e.queryEvidence(ctx, p); return })
 	if req.TaskID != "" || req.SessionID != "" {
 		run("task_session", func(ctx context.Context) (err error) { task, session, err = e.taskAndSession(ctx, vis); return })
@@ -312,7 +343,8 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	if len(errs) > 0 {
 		return Response{}, errors.Join(errs...)
 	}
-	facts = append(facts, extF...)
+	facts = append(append(facts, shared...), extF...)
+	rerankSemantic(facts)
 	evs = append(evs, extE...)
 
 	t = time.Now()
@@ -428,17 +460,29 @@ func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
 		name string
 		s    *sqlb
 		ok   bool
-	}{{"facts", nil, false}, {"evidence", nil, false}} {
-		if q.name == "facts" {
+	}{{"facts", nil, false}, {"facts (shared, semantic)", nil, false}, {"evidence", nil, false}} {
+		switch q.name {
+		case "facts":
+			p.splitShared = current && p.vec != nil && e.hasSharedIndex(ctx)
 			q.s, q.ok = factsQuery(p)
-		} else {
+		case "evidence":
 			q.s, q.ok = evidenceQuery(p)
+		default:
+			if p.splitShared {
+				q.s, q.ok = sharedSemanticQuery(p)
+			}
 		}
 		if !q.ok {
 			continue
 		}
 		var lines []string
+		shared := q.name != "facts" && q.name != "evidence"
 		err := e.runInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			if shared {
+				if _, err := tx.ExecContext(ctx, "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"); err != nil {
+					return err
+				}
+			}
 			return tx.NewRaw("EXPLAIN (ANALYZE, BUFFERS) "+q.s.b.String(), q.s.args...).Scan(ctx, &lines)
 		})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -52,6 +53,7 @@ type factRow struct {
 	Evidence     []string          `bun:"ev,array"`
 	Src          string            `bun:"src"`
 	Rk           int               `bun:"rk"`
+	D            *float64          `bun:"d"` // semantic distance
 }
 
 const factCols = "f.id, f.tenant_id, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
@@ -89,6 +91,9 @@ type plan struct {
 	speaker string // the schema's speaker entity (User), never walked through
 	limit   int    // candidates per retriever
 	hops    int
+	// splitShared: the shared branch's semantic search runs in its own statement
+	// (sharedSemanticQuery) on the shared facts' vector index.
+	splitShared bool
 }
 
 // sqlb accumulates SQL text and bun arguments in order.
@@ -144,12 +149,21 @@ func factsQuery(p plan) (s *sqlb, ok bool) {
 		s.w(name + " AS ")
 		parts = append(parts, name)
 	}
-	if p.vec != nil {
+	semBranches := branches
+	if p.splitShared {
+		semBranches = nil
+		for _, b := range branches {
+			if !isSharedBranch(b) {
+				semBranches = append(semBranches, b)
+			}
+		}
+	}
+	if p.vec != nil && len(semBranches) > 0 {
 		cte("q")
 		s.w("MATERIALIZED (SELECT ?::vector AS v)", *p.vec)
 		cte("sem")
-		s.w("(SELECT id, row_number() OVER (ORDER BY d) AS rk FROM (")
-		branchUnion(s, branches, tf,
+		s.w("(SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
+		branchUnion(s, semBranches, tf,
 			frag{sql: "f.id, f.embedding <=> (SELECT v FROM q) AS d"},
 			frag{sql: "f.embedding IS NOT NULL"},
 			"f.embedding <=> (SELECT v FROM q)", n)
@@ -202,21 +216,86 @@ func factsQuery(p plan) (s *sqlb, ok bool) {
 	for _, name := range parts {
 		switch name {
 		case "sem":
-			srcs = append(srcs, "SELECT id, '"+RetrieverSemantic+"' AS src, rk FROM sem")
+			srcs = append(srcs, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
 		case "kw":
-			srcs = append(srcs, "SELECT id, '"+RetrieverKeyword+"' AS src, rk FROM kw")
+			srcs = append(srcs, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, NULL::float8 AS d FROM kw")
 		case "st":
-			srcs = append(srcs, "SELECT id, '"+RetrieverStructured+"' AS src, rk FROM st")
+			srcs = append(srcs, "SELECT id, '"+RetrieverStructured+"' AS src, rk, NULL::float8 AS d FROM st")
 		case "gr":
-			srcs = append(srcs, "SELECT id, '"+RetrieverGraph+"' AS src, rk FROM gr")
+			srcs = append(srcs, "SELECT id, '"+RetrieverGraph+"' AS src, rk, NULL::float8 AS d FROM gr")
 		}
 	}
 	if len(srcs) == 0 {
 		return nil, false
 	}
 	s.w(", c AS (" + strings.Join(srcs, " UNION ALL ") + ") ")
-	s.w("SELECT "+factCols+", c.src, c.rk FROM c JOIN facts f ON f.tenant_id = ? AND f.id = c.id", p.vis.TenantID)
+	s.w("SELECT "+factCols+", c.src, c.rk, c.d FROM c JOIN facts f ON f.tenant_id = ? AND f.id = c.id", p.vis.TenantID)
 	return s, true
+}
+
+// sharedSemanticQuery is the semantic search over the shared facts the principal
+// may see (TENANT, its DEPARTMENT and AGENT), current revisions only. It runs on
+// the partial vector index of shared facts (facts_embedding_shared_hnsw): the
+// planner, which cannot know that a few hundred toasted vectors cost more to read
+// and compare than a short walk of that small graph, is kept from sorting the
+// btree-selected rows by running it with sorts and bitmap scans disabled (see
+// runSharedSemantic).
+func sharedSemanticQuery(p plan) (*sqlb, bool) {
+	if p.vec == nil || !p.current {
+		return nil, false
+	}
+	branches := factBranches(p.vis, "f")
+	var shared *frag
+	for i := range branches {
+		if isSharedBranch(branches[i]) {
+			shared = &branches[i]
+		}
+	}
+	if shared == nil {
+		return nil, false
+	}
+	n := p.limit
+	s := &sqlb{}
+	s.w("WITH q AS MATERIALIZED (SELECT ?::vector AS v), sem AS MATERIALIZED (SELECT f.id, f.embedding <=> (SELECT v FROM q) AS d FROM facts f WHERE ", *p.vec)
+	s.f(*shared)
+	s.w(" AND ")
+	s.f(factTime(p.vis, "f", true))
+	s.w(fmt.Sprintf(" AND f.embedding IS NOT NULL ORDER BY f.embedding <=> (SELECT v FROM q) LIMIT %d) ", n))
+	s.w("SELECT "+factCols+", '"+RetrieverSemantic+"' AS src, 0 AS rk, sem.d FROM sem JOIN facts f ON f.tenant_id = ? AND f.id = sem.id", p.vis.TenantID)
+	return s, true
+}
+
+func (e *Engine) querySharedSemantic(ctx context.Context, p plan) ([]factRow, error) {
+	s, ok := sharedSemanticQuery(p)
+	if !ok {
+		return nil, nil
+	}
+	var rows []factRow
+	err := e.runInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.ExecContext(ctx, "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"); err != nil {
+			return err
+		}
+		return tx.NewRaw(s.b.String(), s.args...).Scan(ctx, &rows)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recall shared facts: %w", err)
+	}
+	return rows, nil
+}
+
+// rerankSemantic gives the semantic hits of both statements one ranking by
+// distance.
+func rerankSemantic(rows []factRow) {
+	var idx []int
+	for i := range rows {
+		if rows[i].Src == RetrieverSemantic && rows[i].D != nil {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return *rows[idx[a]].D < *rows[idx[b]].D })
+	for r, i := range idx {
+		rows[i].Rk = r + 1
+	}
 }
 
 // structuredCond is the structured retriever's condition (facts of the parsed
@@ -315,7 +394,7 @@ func evidenceQuery(p plan) (*sqlb, bool) {
 // selective visibility filter still yields enough rows from the HNSW index.
 func (e *Engine) runInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	return e.db.RunInTx(ctx, &sql.TxOptions{ReadOnly: true}, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.ExecContext(ctx, "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', ?, true)",
+		if _, err := tx.ExecContext(ctx, "SELECT set_config('hnsw.ef_search', ?, true), set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', ?, true), set_config('jit', 'off', true)",
 			fmt.Sprint(e.opts.EfSearch), fmt.Sprint(e.opts.MaxScanTuples)); err != nil {
 			return fmt.Errorf("tune vector search: %w", err)
 		}
@@ -417,4 +496,8 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+func isSharedBranch(b frag) bool {
+	return strings.Contains(b.sql, "scope IN ('TENANT', 'DEPARTMENT', 'AGENT')")
 }

@@ -36,3 +36,11 @@ CREATE INDEX entities_user ON entities (tenant_id, user_id, type, state);
 -- Reading access_count/last_accessed_at updates in place: room on each page keeps
 -- them HOT, so a recall never adds entries to the vector or full-text indexes.
 ALTER TABLE facts SET (fillfactor = 85);
+
+--bun:split
+
+-- Semantic search over the shared facts a principal may see (TENANT, its DEPARTMENT,
+-- its AGENT) walks this smaller graph instead of the whole table's, so a
+-- visibility filter that keeps a few percent of rows still fills the top k.
+CREATE INDEX facts_embedding_shared_hnsw ON facts USING hnsw (embedding vector_cosine_ops)
+    WHERE status = 'ACTIVE' AND scope IN ('TENANT', 'DEPARTMENT', 'AGENT');
