@@ -64,9 +64,7 @@ var (
 func NormaliseEvidence(raw []string) (ids []string, repaired int, bad []string) {
 	for _, r := range raw {
 		parts := strings.FieldsFunc(r, func(c rune) bool { return c == ';' || c == ',' || c == ' ' || c == '\t' })
-		if len(parts) > 1 {
-			repaired += len(parts) - 1
-		}
+		readable := 0
 		for _, p := range parts {
 			p = strings.TrimSpace(p)
 			m := evidenceID.FindStringSubmatch(p)
@@ -81,6 +79,10 @@ func NormaliseEvidence(raw []string) (ids []string, repaired int, bad []string) 
 				repaired++
 			}
 			ids = append(ids, id)
+			readable++
+		}
+		if readable > 1 { // a list in one string ("D8:6; D9:17")
+			repaired += readable - 1
 		}
 	}
 	return ids, repaired, bad
