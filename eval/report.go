@@ -416,6 +416,9 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		return nil, err
 	}
 	base := "eval-" + r.Mode
+	if len(r.Suites) == 1 && r.Suites[0].Suite == "locomo" {
+		base = "eval-locomo-" + r.Mode
+	}
 	md := filepath.Join(dir, base+".md")
 	js := filepath.Join(dir, base+".json")
 	svg := filepath.Join(dir, base+".svg")
