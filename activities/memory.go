@@ -125,6 +125,17 @@ type RecordResult struct {
 	Created    bool               `json:"created"`
 	Recent     []string           `json:"recent,omitempty"`
 	Known      []memory.EntityRef `json:"known,omitempty"`
+	// Stored is the evidence text as stored and indexed (after redaction), when it
+	// differs from the event's content.
+	Stored string `json:"stored,omitempty"`
+}
+
+// Text is what later steps should read: the stored (redacted) text when there is one.
+func (r RecordResult) Text(e IngestEvent) string {
+	if r.Stored != "" {
+		return r.Stored
+	}
+	return e.Content
 }
 
 var evidenceKind = map[string]string{"MESSAGE": "TURN", "TOOL_RESULT": "TOOL_RESULT", "SYSTEM_EVENT": "SYSTEM", "DOCUMENT": "DOCUMENT"}

@@ -14,6 +14,7 @@ import (
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
 )
 
 // Activity options of the write path. Each step has its own timeout and retry
@@ -106,6 +107,16 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
+	if ev.SessionID != "" {
+		// Working memory: the session's recent turns and rolling summary.
+		turn := activities.UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
+			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
+		// Working memory is a convenience: a session that cannot take the turn (e.g. it
+		// belongs to another user) never blocks the write itself.
+		if err := workflow.ExecuteActivity(dbActivity(ctx), a.UpdateSession, turn).Get(ctx, nil); err != nil {
+			logger.Warn("session not updated", "session_id", ev.SessionID, "error", err)
+		}
+	}
 	markUnparsed := func(reason string) (*written, error) {
 		w.res.Status, w.res.Reason = WriteUnparsed, reason
 		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, activities.MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "UNPARSED", Reason: reason}).Get(ctx, nil)

@@ -51,7 +51,7 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
 func event(tenant, user, schemaName, text string, at time.Time) activities.IngestEvent {
-	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s1"}
+	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
 }
 
 func (e *env) start(in workflows.MemoryWriteInput) client.WorkflowRun {
