@@ -26,7 +26,11 @@ type Config struct {
 	LLMModel   string
 	LLMTimeout time.Duration
 
-	// Embeddings: an OpenAI-compatible /embeddings endpoint, or the offline embedder.
+	// Embeddings: an OpenAI-compatible /embeddings endpoint, or offline: "composite"
+	// (the neural USE-lite model blended with character n-grams by CJK share; the
+	// default) or "ngram" (n-grams only, no model needed).
+	Embedder     string
+	ModelDir     string
 	EmbedBaseURL string
 	EmbedAPIKey  string
 	EmbedModel   string
@@ -55,6 +59,8 @@ func FromEnv() (Config, error) {
 		LLMAPIKey:           env("ENGRAM_LLM_API_KEY", ""),
 		LLMModel:            env("ENGRAM_LLM_MODEL", "gpt-4o-mini"),
 		EmbedBaseURL:        env("ENGRAM_EMBED_BASE_URL", ""),
+		Embedder:            env("ENGRAM_EMBEDDER", "composite"),
+		ModelDir:            env("ENGRAM_MODEL_DIR", defaultModelDir()),
 		EmbedAPIKey:         env("ENGRAM_EMBED_API_KEY", ""),
 		EmbedModel:          env("ENGRAM_EMBED_MODEL", "text-embedding-3-small"),
 		DefaultSchema:       env("ENGRAM_SCHEMA", "general"),
@@ -108,6 +114,9 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("ENGRAM_CONFIRM_INFERRED: %q is not true or false", v)
 		}
 	}
+	if c.Embedder != "composite" && c.Embedder != "ngram" {
+		return c, fmt.Errorf("ENGRAM_EMBEDDER: %q is not composite or ngram", c.Embedder)
+	}
 	if err := c.Governance.Validate(); err != nil {
 		return c, fmt.Errorf("governance thresholds: %w", err)
 	}
@@ -119,4 +128,13 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// defaultModelDir is where scripts/fetch-model puts the USE-lite model.
+func defaultModelDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".cache/engram/models/use-lite"
+	}
+	return home + "/.cache/engram/models/use-lite"
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -17,6 +18,10 @@ import (
 	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/llm/use"
+	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/search/typesense"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/workflows"
 )
@@ -51,13 +56,58 @@ func Extractor(cfg config.Config) (llm.Extractor, error) {
 	return llm.NewOpenAIExtractor(llm.OpenAIConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout})
 }
 
-// Embedder builds the configured embedder: an OpenAI-compatible endpoint when
-// ENGRAM_EMBED_BASE_URL is set, otherwise the offline n-gram embedder.
-func Embedder(cfg config.Config) (llm.Embedder, error) {
-	if cfg.EmbedBaseURL == "" {
-		return llm.NewNGramEmbedder(storage.EmbeddingDim), nil
+var (
+	modelMu    sync.Mutex
+	modelCache = map[string]*use.Model{}
+)
+
+// loadModel loads the USE-lite model once per process and directory.
+func loadModel(dir string) (*use.Model, error) {
+	modelMu.Lock()
+	defer modelMu.Unlock()
+	if m, ok := modelCache[dir]; ok {
+		return m, nil
 	}
-	return llm.NewOpenAIEmbedder(llm.OpenAIEmbedderConfig{BaseURL: cfg.EmbedBaseURL, APIKey: cfg.EmbedAPIKey, Model: cfg.EmbedModel, Dim: storage.EmbeddingDim})
+	m, err := use.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the offline embedder needs the USE-lite model in %s (ENGRAM_MODEL_DIR): %w; run scripts/fetch-model, or set ENGRAM_EMBEDDER=ngram to use character n-grams only", dir, err)
+	}
+	modelCache[dir] = m
+	return m, nil
+}
+
+// Embedder builds the configured embedder: an OpenAI-compatible endpoint when
+// ENGRAM_EMBED_BASE_URL is set; otherwise offline, the neural USE-lite model
+// blended with character n-grams (ENGRAM_EMBEDDER=composite, the default) or the
+// n-grams alone (ENGRAM_EMBEDDER=ngram). A missing or corrupt model is an error,
+// never a silent fall back.
+func Embedder(cfg config.Config) (llm.Embedder, error) {
+	if cfg.EmbedBaseURL != "" {
+		return llm.NewOpenAIEmbedder(llm.OpenAIEmbedderConfig{BaseURL: cfg.EmbedBaseURL, APIKey: cfg.EmbedAPIKey, Model: cfg.EmbedModel, Dim: storage.EmbeddingDim})
+	}
+	ngram := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	if cfg.Embedder == "ngram" {
+		return ngram, nil
+	}
+	m, err := loadModel(cfg.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	return llm.NewCompositeEmbedder(m, ngram)
+}
+
+// KeywordIndex is the keyword retriever recall uses: Typesense when
+// ENGRAM_TYPESENSE_URL is set, otherwise Postgres full-text in the same database.
+func KeywordIndex(st *storage.Store) (recall.KeywordIndex, *typesense.Index, error) {
+	tcfg, ok := typesense.ConfigFromEnv()
+	if !ok {
+		return recall.NewPostgresKeyword(st), nil, nil
+	}
+	ix, err := typesense.New(tcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("typesense: %w", err)
+	}
+	return ix, ix, nil
 }
 
 // New builds a worker on cfg.TaskQueue with every workflow and activity registered.
@@ -79,5 +129,37 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 	RegisterTasks(w, &activities.TaskActivities{
 		HTTP: activities.NewActionHTTPClient(), ActionEndpoint: cfg.ActionURL, Store: st, Log: log,
 	})
+	_, ts, err := KeywordIndex(st)
+	if err != nil {
+		return nil, err
+	}
+	deps := maintenance.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em, Schemas: activities.BuiltinSchemas}
+	if ts != nil {
+		// Typesense is fed from the outbox; erasure removes its documents too.
+		deps.Keyword = ts
+		w.RegisterWorkflowWithOptions(workflows.OutboxIndexer, workflow.RegisterOptions{Name: workflows.OutboxIndexerWorkflowName})
+		w.RegisterWorkflowWithOptions(workflows.TypesenseReindex, workflow.RegisterOptions{Name: workflows.TypesenseReindexName})
+		w.RegisterActivity(&activities.OutboxActivities{Store: st, Index: ts, Logger: log})
+	}
+	maintenance.Register(w, deps)
 	return w, nil
+}
+
+// StartBackground creates what a long-running worker keeps going: the
+// maintenance schedules (idempotent) and, with Typesense, the outbox indexer.
+// Tests that build workers with New do not call it.
+func StartBackground(ctx context.Context, c client.Client, cfg config.Config) error {
+	mcfg, err := maintenance.ConfigFromEnv(cfg.TaskQueue)
+	if err != nil {
+		return err
+	}
+	if err := maintenance.EnsureSchedules(ctx, c, mcfg); err != nil {
+		return fmt.Errorf("maintenance schedules: %w", err)
+	}
+	if _, ok := typesense.ConfigFromEnv(); ok {
+		if _, err := workflows.StartOutboxIndexer(ctx, c, cfg.TaskQueue, workflows.OutboxIndexerInput{}); err != nil {
+			return fmt.Errorf("outbox indexer: %w", err)
+		}
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ tenant, which is the tenant of every call made with it, and holds roles:
 
 Keys are stored hashed (sha256); the key itself is printed once, by create.`,
 	}
-	cmd.AddCommand(keysCreateCmd(), keysListCmd(), keysRevokeCmd())
+	cmd.AddCommand(keysCreateCmd(), keysListCmd(), keysRevokeCmd(), keysRotateDataCmd(), keysDataStatusCmd())
 	return cmd
 }
 

@@ -31,7 +31,8 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd(), serveCmd(), keysCmd())
+	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd(), serveCmd(), keysCmd(),
+		auditCmd(), benchCmd(), evalCmd(), eraseCmd(), schemaCmd(), maintenanceCmd())
 	return root
 }
 

@@ -60,7 +60,11 @@ gRPC-Web over HTTP/1.1 and h2c, gRPC health and reflection. Every call needs an 
 			if err != nil {
 				return fmt.Errorf("embedder: %w", err)
 			}
-			engine := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{DefaultSchema: cfg.DefaultSchema, Logger: log})
+			kw, _, err := worker.KeywordIndex(st)
+			if err != nil {
+				return err
+			}
+			engine := recall.New(st, emb, kw, nil, recall.Options{DefaultSchema: cfg.DefaultSchema, Logger: log})
 			defer engine.Close()
 			h, err := server.New(server.Deps{Store: st, Temporal: tc, Config: cfg, Recaller: engine, Logger: log})
 			if err != nil {
@@ -75,6 +79,9 @@ gRPC-Web over HTTP/1.1 and h2c, gRPC health and reflection. Every call needs an 
 					return fmt.Errorf("start worker: %w", err)
 				}
 				defer w.Stop()
+				if err := worker.StartBackground(ctx, tc, cfg); err != nil {
+					return err
+				}
 				log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress)
 			}
 			err = server.Serve(ctx, addr, h, grace, func(a net.Addr) {

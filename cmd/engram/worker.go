@@ -52,6 +52,10 @@ func workerCmd() *cobra.Command {
 			if err := w.Start(); err != nil {
 				return err
 			}
+			if err := worker.StartBackground(cmd.Context(), c, cfg); err != nil {
+				w.Stop()
+				return err
+			}
 			<-cmd.Context().Done()
 			w.Stop()
 			return nil

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -50,9 +51,16 @@ func withDB(raw, db string) string {
 }
 
 func templateName() string {
+	// The fingerprint covers the migrations' content, so editing a migration
+	// rebuilds the template instead of reusing a stale one.
 	h := sha256.New()
 	for _, m := range migrations.Migrations.Sorted() {
 		h.Write([]byte(m.Name))
+		entries, _ := fs.Glob(migrations.Files, m.Name+"*.sql")
+		for _, e := range entries {
+			b, _ := fs.ReadFile(migrations.Files, e)
+			h.Write(b)
+		}
 	}
 	return "engram_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -10,6 +10,10 @@ import (
 //go:embed *.sql
 var sqlFiles embed.FS
 
+// Files are the embedded SQL files (tests fingerprint them to know when a cached
+// migrated template is stale).
+var Files = sqlFiles
+
 // Migrations is the ordered set of Engram's schema changes.
 var Migrations = migrate.NewMigrations()
 
