@@ -40,6 +40,9 @@ type Config struct {
 	TaskQueue string
 	// Prefix names the schedules (default "engram-maintenance"): one set per prefix.
 	Prefix string
+	// Disabled makes EnsureSchedules do nothing (ENGRAM_MAINT_SCHEDULES=off), for
+	// workers that must not touch a shared server's schedules (tests).
+	Disabled bool
 
 	ExpiryEvery       time.Duration
 	DecayEvery        time.Duration
@@ -74,6 +77,7 @@ func DefaultConfig(taskQueue string) Config {
 //	ENGRAM_MAINT_DECAY_IDLE (720h), _DECAY_FACTOR (0.95), _DECAY_FLOOR (0.05)
 //	ENGRAM_MAINT_PRUNE (false), _PRUNE_AFTER (4320h), _PRUNE_MAX_IMPORTANCE (0.2)
 //	ENGRAM_MAINT_CONSOLIDATE_MIN (5), _CONSOLIDATE_MIN_AGE (24h)
+//	ENGRAM_MAINT_PREFIX (engram-maintenance) names the schedules; ENGRAM_MAINT_SCHEDULES=off skips them
 func ConfigFromEnv(taskQueue string) (Config, error) {
 	c := DefaultConfig(taskQueue)
 	durs := []struct {
@@ -106,6 +110,16 @@ func ConfigFromEnv(taskQueue string) (Config, error) {
 			}
 			*f.dst = x
 		}
+	}
+	if v := strings.TrimSpace(os.Getenv("ENGRAM_MAINT_PREFIX")); v != "" {
+		c.Prefix = v
+	}
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("ENGRAM_MAINT_SCHEDULES"))) {
+	case "", "on", "true":
+	case "off", "false":
+		c.Disabled = true
+	default:
+		return c, fmt.Errorf("ENGRAM_MAINT_SCHEDULES: %q must be on or off", os.Getenv("ENGRAM_MAINT_SCHEDULES"))
 	}
 	if v := strings.TrimSpace(os.Getenv("ENGRAM_MAINT_PRUNE")); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -160,6 +174,9 @@ func (c Config) schedules() []scheduled {
 // deleted. Every worker calls it at start: it is idempotent, and concurrent
 // callers converge on the same schedules.
 func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
+	if cfg.Disabled {
+		return nil
+	}
 	if cfg.TaskQueue == "" {
 		return errors.New("maintenance schedules: task queue is empty")
 	}

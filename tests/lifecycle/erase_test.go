@@ -40,7 +40,8 @@ func (e *env) seedUser(tenant, user string, shared bool) seeded {
 		require.Equal(e.t, workflows.WriteCommitted, r.Status, "seed write %d: %+v", i, r)
 		s.writeIDs = append(s.writeIDs, workflows.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
 	}
-	_, err := e.st.DB().NewRaw(`INSERT INTO sessions (tenant_id, id, user_id, recent, summary, turn_count) VALUES (?, ?, ?, '["我的订单12345没收到"]', 'asked about order 12345', 1)`, tenant, "s-"+user, user).Exec(ctx)
+	_, err := e.st.DB().NewRaw(`INSERT INTO sessions (tenant_id, id, user_id, recent, summary, turn_count) VALUES (?, ?, ?, '["我的订单12345没收到"]', 'asked about order 12345', 1)
+		ON CONFLICT (tenant_id, id) DO UPDATE SET user_id = EXCLUDED.user_id`, tenant, "s-"+user, user).Exec(ctx)
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.st.RecordTaskTransition(ctx, tenant,
 		&storage.Task{ID: "task-" + user, UserID: user, Goal: "refund order 12345", State: memory.TaskCreated},
@@ -123,13 +124,19 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 
 	in := workflows.EraseSubjectInput{TenantID: tA, UserID: victim, RequestedBy: "dpo@example.com", Reason: "GDPR art. 17 request #42",
 		BatchSize: 1, Throttle: 400 * time.Millisecond, HeartbeatTimeout: 3 * time.Second}
-	run := e.erase(in)
 	subj := in.Subject()
+	run := e.erase(in)
 
 	// While it runs, the write path refuses the user.
 	eventually(t, 20*time.Second, "tombstone RUNNING", func() bool {
 		busy, err := e.st.ErasureInProgress(context.Background(), tA, victim)
 		return err == nil && busy
+	})
+	// (Before the first Temporal step is done, a new write may instead be
+	// terminated by it; wait so the refusal comes from the write path itself.)
+	eventually(t, 30*time.Second, "first Temporal step done", func() bool {
+		ts, err := e.st.GetTombstone(context.Background(), subj)
+		return err == nil && contains(ts.StepsDone, workflows.EraseStepTemporal)
 	})
 	refused := e.startWrite(workflows.MemoryWriteInput{Event: event(tA, victim, "travel", "预算不超过9000元", base.Add(48*time.Hour))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

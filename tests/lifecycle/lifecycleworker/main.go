@@ -1,6 +1,8 @@
-// Command lifecycleworker is `engram worker` plus the life-cycle workflows
-// (maintenance.Register), as the lead wires them into worker.New. The lifecycle
-// crash tests run it as a separate process and SIGKILL it.
+// Command lifecycleworker is `engram worker` without its background start
+// (worker.StartBackground would point the shared dev server's maintenance
+// schedules at the test's task queue): worker.New registers everything, including
+// the life-cycle workflows. The lifecycle crash tests run it as a separate process
+// and SIGKILL it.
 package main
 
 import (
@@ -15,7 +17,6 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/engramhq/engram/config"
-	"github.com/engramhq/engram/maintenance"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/worker"
 )
@@ -49,11 +50,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	em, err := worker.Embedder(cfg)
-	if err != nil {
-		return err
-	}
-	maintenance.Register(w, maintenance.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em})
 	if err := w.Start(); err != nil {
 		return err
 	}
