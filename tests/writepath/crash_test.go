@@ -1,0 +1,245 @@
+package writepath
+
+// Crash safety: the worker is the real `engram worker` binary in a child process. It
+// is SIGKILLed while a write is in flight, a new worker process is started, and the
+// write completes with exactly one fact revision.
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/engramhq/engram/internal/fakeopenai"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/workflows"
+)
+
+// buildEngram builds ./cmd/engram into the test's temp dir (Go's build cache makes
+// the second build cheap).
+func buildEngram(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "engram")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/engram")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/engram:\n%s", out)
+	return bin
+}
+
+type workerProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+}
+
+// kill SIGKILLs the worker and waits until it is gone.
+func (w *workerProcess) kill() {
+	w.once.Do(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+	})
+}
+
+// workerEnv is the environment of a child worker: the test's own environment without
+// any Engram setting, then extra.
+func workerEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "ENGRAM_") || strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") || strings.HasPrefix(kv, "TEMPORAL_NAMESPACE=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+func startWorkerProcess(t *testing.T, bin, dbURL, queue string, extraEnv ...string) *workerProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "worker")
+	cmd.Env = workerEnv(append([]string{
+		"ENGRAM_DATABASE_URL=" + dbURL,
+		"TEMPORAL_ADDRESS=" + testenv.TemporalAddress(t),
+		"TEMPORAL_NAMESPACE=" + testenv.Namespace(),
+		"ENGRAM_TASK_QUEUE=" + queue,
+	}, extraEnv...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = cmd.Stderr
+	require.NoError(t, cmd.Start())
+	w := &workerProcess{cmd: cmd, done: make(chan struct{})}
+	var mu sync.Mutex
+	var logTail []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			logTail = append(logTail, sc.Text())
+			if len(logTail) > 50 {
+				logTail = logTail[1:]
+			}
+			mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		w.kill()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("worker pid %d log tail:\n%s", cmd.Process.Pid, strings.Join(logTail, "\n"))
+			mu.Unlock()
+		}
+	})
+	select {
+	case <-w.done:
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("engram worker exited at once:\n%s", strings.Join(logTail, "\n"))
+	case <-time.After(500 * time.Millisecond):
+	}
+	return w
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func timerStarted(h []*historypb.HistoryEvent) bool {
+	for _, ev := range h {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+			return true
+		}
+	}
+	return false
+}
+
+// workflowTaskIdentities lists the workers that completed workflow tasks of a run.
+func workflowTaskIdentities(h []*historypb.HistoryEvent) map[string]bool {
+	out := map[string]bool{}
+	for _, ev := range h {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			out[ev.GetWorkflowTaskCompletedEventAttributes().GetIdentity()] = true
+		}
+	}
+	return out
+}
+
+// checkOneWrite asserts that a crashed and resumed write left exactly one event, one
+// candidate row, one fact revision and one evidence link.
+func (e *env) checkOneWrite(tenant string, res workflows.MemoryWriteResult) {
+	t := e.t
+	t.Helper()
+	require.Equal(t, workflows.WriteCommitted, res.Status, res.Reason)
+	require.Len(t, res.Results, 1)
+	assert.Equal(t, memory.CandidateAccepted, res.Results[0].Status)
+	key := res.Results[0].MemoryKey
+	require.NotEmpty(t, key)
+	h, err := e.st.FactHistory(context.Background(), tenant, key)
+	require.NoError(t, err)
+	require.Len(t, h, 1, "exactly one fact revision for %s", key)
+	assert.Equal(t, memory.FactActive, h[0].Status)
+	assert.Equal(t, 1, h[0].Revision)
+	assert.Equal(t, 1, e.count("facts", "tenant_id = ?", tenant))
+	assert.Equal(t, 1, e.count("events", "tenant_id = ?", tenant))
+	assert.Equal(t, 1, e.count("evidence", "tenant_id = ?", tenant))
+	assert.Equal(t, 1, e.count("candidates", "tenant_id = ? AND event_id = ?", tenant, res.EventID), "candidate rows are not duplicated")
+	assert.Equal(t, 1, e.count("fact_evidence", "fact_id = ?", h[0].ID))
+	assert.Equal(t, 1, e.count("outbox", "tenant_id = ? AND ref_id = ?", tenant, h[0].ID), "one outbox row for the revision")
+	stored, err := e.st.GetEvent(context.Background(), tenant, res.EventID)
+	require.NoError(t, err)
+	assert.Equal(t, "COMMITTED", stored.Status)
+}
+
+// The worker dies between govern and commit (during the durable pause); a new worker
+// replays the history, finishes the timer and commits once.
+func TestCrashBetweenGovernAndCommit(t *testing.T) {
+	bin := buildEngram(t)
+	st, dbURL := testenv.StoreURL(t)
+	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
+	w1 := startWorkerProcess(t, bin, dbURL, e.queue)
+
+	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
+	eventually(t, 30*time.Second, "Govern completed and the pause timer started", func() bool {
+		h := history(t, e.c, run.GetID(), run.GetRunID())
+		return activitySummary(h, "Govern").completed == 1 && timerStarted(h)
+	})
+	// At the kill the candidate is governed and stored, and nothing is committed.
+	assert.Equal(t, 1, e.count("candidates", "tenant_id = 't1' AND status = 'PENDING'"))
+	assert.Equal(t, 0, e.count("facts", "TRUE"))
+	w1.kill()
+	assert.Equal(t, 0, e.count("facts", "TRUE"), "the killed worker committed nothing")
+
+	startWorkerProcess(t, bin, dbURL, e.queue)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var res workflows.MemoryWriteResult
+	require.NoError(t, run.Get(ctx, &res))
+	e.checkOneWrite("t1", res)
+
+	h := history(t, e.c, run.GetID(), run.GetRunID())
+	assert.Equal(t, 1, activitySummary(h, "Record").scheduled)
+	assert.Equal(t, 1, activitySummary(h, "Extract").scheduled)
+	assert.Equal(t, 1, activitySummary(h, "Govern").scheduled)
+	assert.Equal(t, 1, activitySummary(h, "Commit").scheduled)
+	assert.Len(t, workflowTaskIdentities(h), 2, "the second worker process finished the run")
+}
+
+// The worker dies while the LLM call of the Extract activity is in flight. The server
+// only learns of it when the activity's start-to-close timeout (90s) expires; then
+// the activity is retried on the new worker and the write completes once.
+func TestCrashDuringExtract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the Extract activity's 90s start-to-close timeout")
+	}
+	bin := buildEngram(t)
+	good := answer(t, "travel", directFlights())
+	fake := fakeopenai.New(fakeopenai.Script{Queue: []fakeopenai.Response{fakeopenai.Delayed(3*time.Second, good)}, Default: good})
+	t.Cleanup(fake.Close)
+	llmEnvVars := []string{"ENGRAM_LLM_BASE_URL=" + fake.BaseURL(), "ENGRAM_LLM_MODEL=fake-model", "ENGRAM_LLM_API_KEY=test-key", "ENGRAM_LLM_TIMEOUT=10s"}
+	st, dbURL := testenv.StoreURL(t)
+	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
+	w1 := startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
+
+	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	eventually(t, 30*time.Second, "the first worker's LLM call", func() bool { return fake.ChatCalls() >= 1 })
+	w1.kill()
+	killedAt := time.Now()
+	assert.Equal(t, 1, fake.ChatCalls())
+	assert.Equal(t, 0, e.count("candidates", "TRUE"))
+
+	startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	var res workflows.MemoryWriteResult
+	require.NoError(t, run.Get(ctx, &res))
+	t.Logf("write completed %s after the kill", time.Since(killedAt).Round(time.Second))
+	e.checkOneWrite("t1", res)
+	assert.Equal(t, 1, res.Attempts, "one extraction attempt of the workflow; its activity was retried")
+	assert.Equal(t, 2, fake.ChatCalls(), "the call is made again by the new worker")
+
+	h := history(t, e.c, run.GetID(), run.GetRunID())
+	ex := activitySummary(h, "Extract")
+	assert.Equal(t, 1, ex.scheduled)
+	assert.Equal(t, []int32{2}, ex.attempts, "attempt 1 died with the worker")
+	assert.Len(t, workflowTaskIdentities(h), 2)
+}
