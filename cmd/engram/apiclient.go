@@ -217,6 +217,9 @@ func describeField(field, desc string, flags fieldFlags) string {
 		if m := fieldPath.FindString(field); strings.HasPrefix(m, "events[") {
 			where = " (" + strings.TrimSuffix(m, ".") + ")"
 		}
+		if strings.ToUpper(f) == f { // a positional argument, e.g. CANDIDATE_ID
+			return fmt.Sprintf("%s%s: %s", f, where, desc)
+		}
 		return fmt.Sprintf("--%s%s: %s", f, where, desc)
 	}
 	return fmt.Sprintf("%s: %s", field, desc)

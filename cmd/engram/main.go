@@ -1,4 +1,6 @@
-// Command engram is Engram's one binary: migrate, worker, ingest, facts, version.
+// Command engram is Engram's one binary: dev, serve, worker, migrate, keys, and the
+// API-backed commands agents' operators use (ingest, recall, facts, review, task,
+// schema).
 package main
 
 import (
@@ -20,7 +22,7 @@ func main() {
 	defer stop()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "engram:", err)
-		os.Exit(1)
+		os.Exit(exitCodeOf(err))
 	}
 }
 
@@ -31,8 +33,13 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), ingestCmd(), factsCmd(), serveCmd(), keysCmd(),
-		auditCmd(), benchCmd(), evalCmd(), eraseCmd(), schemaCmd(), maintenanceCmd())
+	root.SetFlagErrorFunc(flagErrorFunc)
+	schema := schemaCmd()
+	schema.Short = "Domain schemas: get, put (through the API), suggest"
+	schema.AddCommand(schemaAPICmds()...)
+	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), serveCmd(), keysCmd(), devCmd(),
+		ingestCmd(), recallCmd(), factsCmd(), reviewCmd(), taskCmd(), schema,
+		auditCmd(), benchCmd(), evalCmd(), eraseCmd(), maintenanceCmd())
 	return root
 }
 

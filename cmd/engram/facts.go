@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+)
+
+var factsFields = fieldFlags{
+	"user_id": "user", "task_id": "task", "memory_key": "key", "predicate": "predicate", "scope": "scope",
+	"statuses": "status", "limit": "limit", "fact_id": "FACT_ID",
+}
+
+func factsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "facts",
+		Short: "Read governed facts: list them, or the history of one memory key",
+	}
+	cmd.AddCommand(factsListCmd(), factsHistoryCmd(), factsGetCmd())
+	return cmd
+}
+
+func factsListCmd() *cobra.Command {
+	var o apiOpts
+	var req engramv1.ListFactsRequest
+	var scope string
+	var statuses []string
+	var all bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list [--user U] [--task T] [--predicate P] [flags]",
+		Short: "List facts, newest first (ACTIVE ones unless --all or --status)",
+		Example: `  engram facts list --user u1
+  engram facts list --user u1 --predicate budget --all
+  engram facts list --task trip-1 --json`,
+		Args: positional(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 || limit > 1000 {
+				return badFlag("limit", "%d is outside [1, 1000]", limit)
+			}
+			req.Limit = int32(limit)
+			if scope != "" {
+				n, err := parseEnum("scope", scope, "SCOPE_", engramv1.Scope_value)
+				if err != nil {
+					return err
+				}
+				req.Scope = engramv1.Scope(n)
+			}
+			if all && len(statuses) > 0 {
+				return badFlag("all", "give either --all or --status, not both")
+			}
+			for _, s := range statuses {
+				n, err := parseEnum("status", s, "FACT_STATUS_", engramv1.FactStatus_value)
+				if err != nil {
+					return err
+				}
+				req.Statuses = append(req.Statuses, engramv1.FactStatus(n))
+			}
+			if !all && len(req.Statuses) == 0 {
+				req.Statuses = []engramv1.FactStatus{engramv1.FactStatus_FACT_STATUS_ACTIVE}
+			}
+			c, err := o.dial()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := o.context(cmd)
+			defer cancel()
+			facts, err := c.ListFacts(ctx, &req)
+			if err != nil {
+				return c.apiErr(err, factsFields)
+			}
+			if o.asJSON {
+				return printJSON(cmd.OutOrStdout(), &engramv1.ListFactsResponse{Facts: facts})
+			}
+			return printFacts(cmd.OutOrStdout(), facts)
+		},
+	}
+	f := cmd.Flags()
+	o.register(f)
+	f.StringVar(&req.UserId, "user", "", "only facts of this user")
+	f.StringVar(&req.TaskId, "task", "", "only facts of this task")
+	f.StringVar(&req.MemoryKey, "key", "", "only revisions of this memory key")
+	f.StringVar(&req.Predicate, "predicate", "", "only this predicate, e.g. budget")
+	f.StringVar(&scope, "scope", "", "only this scope: tenant, department, user, agent, session, task")
+	f.StringSliceVar(&statuses, "status", nil, "only these statuses: active, superseded, expired, invalidated (repeat or comma-separate)")
+	f.BoolVar(&all, "all", false, "every status, not only ACTIVE")
+	f.IntVar(&limit, "limit", 0, "at most this many (default 100, at most 1000)")
+	return cmd
+}
+
+func factsHistoryCmd() *cobra.Command {
+	var o apiOpts
+	cmd := &cobra.Command{
+		Use:     "history MEMORY_KEY",
+		Short:   "Every revision of one memory key, oldest first",
+		Example: `  engram facts history "$(engram facts list --user u1 --predicate budget --json | jq -r '.facts[0].memory_key')"`,
+		Args:    positional(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return badArg("MEMORY_KEY is empty")
+			}
+			c, err := o.dial()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := o.context(cmd)
+			defer cancel()
+			revs, err := c.FactHistory(ctx, args[0])
+			if err != nil {
+				return c.apiErr(err, fieldFlags{"memory_key": "MEMORY_KEY"})
+			}
+			if o.asJSON {
+				return printJSON(cmd.OutOrStdout(), &engramv1.FactHistoryResponse{Revisions: revs})
+			}
+			if len(revs) == 0 {
+				return &exitError{code: exitNotFound, err: fmt.Errorf("no revisions of memory key %q", args[0])}
+			}
+			return printFacts(cmd.OutOrStdout(), revs)
+		},
+	}
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func factsGetCmd() *cobra.Command {
+	var o apiOpts
+	cmd := &cobra.Command{
+		Use:   "get FACT_ID",
+		Short: "One fact revision with its evidence ids",
+		Args:  positional(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.dial()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := o.context(cmd)
+			defer cancel()
+			f, err := c.GetFact(ctx, args[0])
+			if err != nil {
+				return c.apiErr(err, factsFields)
+			}
+			out := cmd.OutOrStdout()
+			if o.asJSON {
+				return printJSON(out, f)
+			}
+			if err := printFacts(out, []*engramv1.Fact{f}); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "memory key: %s\nevidence: %s\nreason: %s\n", f.MemoryKey, dash(strings.Join(f.EvidenceIds, ", ")), dash(f.Reason))
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	return cmd
+}
+
+func printFacts(out io.Writer, facts []*engramv1.Fact) error {
+	if len(facts) == 0 {
+		fmt.Fprintln(out, "no facts")
+		return nil
+	}
+	tw := table(out)
+	fmt.Fprintln(tw, "FACT\tREV\tSTATUS\tSCOPE\tTYPE\tPREDICATE\tVALUE\tCONTENT\tVALID FROM\tVALID UNTIL\tCONF\tMEMORY KEY")
+	for _, f := range facts {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", f.Id, f.Revision,
+			enumName(f.Status.String(), "FACT_STATUS_"), scopeText(f.Scope), strings.ToLower(enumName(f.MemoryType.String(), "MEMORY_TYPE_")),
+			dash(f.Predicate), clip(dash(f.Object), 24), clip(f.Content, 40), tsText(f.ValidFrom), tsText(f.ValidUntil), f.Confidence, f.MemoryKey)
+	}
+	return tw.Flush()
+}

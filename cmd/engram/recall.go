@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+)
+
+var recallFields = fieldFlags{
+	"user_id": "user", "query": "query", "session_id": "session", "task_id": "task", "as_of": "as-of",
+	"k": "k", "token_budget": "budget", "schema": "schema", "purpose": "purpose",
+}
+
+func recallCmd() *cobra.Command {
+	var o apiOpts
+	var req engramv1.RecallRequest
+	var asOf string
+	var k, budget int
+	cmd := &cobra.Command{
+		Use:   "recall [--query Q] [--user U] [--task T] [flags]",
+		Short: "What should the agent remember right now? Prints the context and the ranked memories",
+		Example: `  engram recall --user u1 --schema travel --query "预算"
+  engram recall --user u1 --schema travel --task trip-1 --query "这次旅行的预算" --budget 500
+  engram recall --user u1 --as-of 2026-03-01T00:00:00Z --query budget --json`,
+		Args: positional(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if k < 0 || k > 100 {
+				return badFlag("k", "%d is outside [1, 100]", k)
+			}
+			if budget < 0 || budget > 8000 {
+				return badFlag("budget", "%d is outside [1, 8000] tokens", budget)
+			}
+			if len(req.Query) > 8<<10 {
+				return badFlag("query", "is longer than 8 KiB")
+			}
+			var err error
+			if req.AsOf, err = parseTime("as-of", asOf); err != nil {
+				return err
+			}
+			req.K, req.TokenBudget = int32(k), int32(budget)
+			c, err := o.dial()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := o.context(cmd)
+			defer cancel()
+			res, err := c.Recall(ctx, &req)
+			if err != nil {
+				return c.apiErr(err, recallFields)
+			}
+			out := cmd.OutOrStdout()
+			if o.asJSON {
+				return printJSON(out, res)
+			}
+			printRecall(out, res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.register(f)
+	f.StringVar(&req.Query, "query", "", "the question or the current turn")
+	f.StringVar(&req.UserId, "user", "", "the user (required unless the API key is bound to one)")
+	f.StringVar(&req.SessionId, "session", "", "current session (session memory, recent turns)")
+	f.StringVar(&req.TaskId, "task", "", "current task (task state and task-scoped memory)")
+	f.StringVar(&asOf, "as-of", "", "answer as of this RFC 3339 time (default now)")
+	f.IntVar(&k, "k", 0, "ranked items to return (default 10, at most 100)")
+	f.IntVar(&budget, "budget", 0, "token budget of the context (default 1000, at most 8000)")
+	f.StringVar(&req.Schema, "schema", "", "schema used to parse the query (default general)")
+	f.StringVar(&req.Purpose, "purpose", "cli", "why you read (recorded in the access log)")
+	return cmd
+}
+
+// printRecall prints the context sections, then the ranked table.
+func printRecall(out io.Writer, res *engramv1.RecallResponse) {
+	fmt.Fprintf(out, "context as of %s (%d tokens)\n", tsText(res.AsOf), res.Tokens)
+	if len(res.Sections) == 0 {
+		fmt.Fprintln(out, "\n(nothing to remember)")
+	}
+	for _, s := range res.Sections {
+		fmt.Fprintf(out, "\n## %s\n", s.Title)
+		for _, l := range s.Lines {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+	}
+	if len(res.Items) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	tw := table(out)
+	fmt.Fprintln(tw, "#\tKIND\tSCORE\tSCOPE\tTYPE\tCONTENT\tRETRIEVERS\tWHY")
+	for i, it := range res.Items {
+		typ := "-"
+		if it.MemoryType != engramv1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
+			typ = strings.ToLower(enumName(it.MemoryType.String(), "MEMORY_TYPE_"))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\n", i+1, it.Kind, it.Score, scopeText(it.Scope), typ,
+			clip(it.Content, 48), strings.Join(it.Retrievers, ","), clip(it.Why, 60))
+	}
+	_ = tw.Flush()
+}
