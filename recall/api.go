@@ -37,6 +37,9 @@ type Request struct {
 	// Explain asks for every fused candidate (Response.Candidates), not only the
 	// top K: what each retriever found, for debugging and isolation tests.
 	Explain bool `json:"explain,omitempty"`
+	// Retrievers, when set, runs only these retrievers (semantic, keyword, graph,
+	// structured, recent); empty runs them all. An unknown name is a FieldError.
+	Retrievers []string `json:"retrievers,omitempty"`
 }
 
 // Kind of a ranked item.

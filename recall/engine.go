@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -84,30 +84,11 @@ type Engine struct {
 
 	log *accessLogger
 
-	// sharedIndex: 1 when facts_embedding_shared_hnsw exists, -1 when not, 0 unknown.
-	sharedIndex atomic.Int32
-}
-
-// hasSharedIndex reports (once, then cached) whether the partial vector index of
-// shared facts exists; without it the shared branch is searched exactly, as the
-// whole-table index with a selective filter would be slow and incomplete.
-func (e *Engine) hasSharedIndex(ctx context.Context) bool {
-	switch e.sharedIndex.Load() {
-	case 1:
-		return true
-	case -1:
-		return false
-	}
-	var ok bool
-	if err := e.db.NewRaw("SELECT to_regclass('facts_embedding_shared_hnsw') IS NOT NULL").Scan(ctx, &ok); err != nil {
-		return false
-	}
-	if ok {
-		e.sharedIndex.Store(1)
-	} else {
-		e.sharedIndex.Store(-1)
-	}
-	return ok
+	// conns: per connection, whether it is tuned and what is prepared on it.
+	conns connStates
+	// The recall statement for current and past recall (fixed per engine).
+	sqlOnce             sync.Once
+	sqlCurrent, sqlPast string
 }
 
 type schemaEntry struct {
@@ -228,10 +209,50 @@ func (e *Engine) validate(req *Request, now time.Time) error {
 	if !req.AsOf.IsZero() && req.AsOf.Year() < 1970 {
 		return memory.FieldError{Field: "as_of", Problem: "is before 1970"}
 	}
+	if _, err := parseRetrievers(req.Retrievers); err != nil {
+		return err
+	}
 	if req.Schema == "" {
 		req.Schema = e.opts.DefaultSchema
 	}
 	return nil
+}
+
+// retrieverSet is the set of retrievers a recall runs.
+type retrieverSet uint8
+
+// Retrievers lists every retriever, in the order Request.Retrievers names them.
+var Retrievers = []string{RetrieverSemantic, RetrieverKeyword, RetrieverGraph, RetrieverStructured, RetrieverRecent}
+
+func (s retrieverSet) has(name string) bool {
+	for i, r := range Retrievers {
+		if r == name {
+			return s&(1<<i) != 0
+		}
+	}
+	return false
+}
+
+// parseRetrievers reads Request.Retrievers: empty means all.
+func parseRetrievers(names []string) (retrieverSet, error) {
+	if len(names) == 0 {
+		return 1<<len(Retrievers) - 1, nil
+	}
+	if len(names) > 2*len(Retrievers) {
+		return 0, memory.FieldError{Field: "retrievers", Problem: fmt.Sprintf("names %d retrievers; there are %d", len(names), len(Retrievers))}
+	}
+	var s retrieverSet
+	for i, n := range names {
+		j := slices.Index(Retrievers, strings.ToLower(strings.TrimSpace(n)))
+		if j < 0 {
+			if len(n) > 40 {
+				n = n[:40] + "…"
+			}
+			return 0, memory.FieldError{Field: fmt.Sprintf("retrievers[%d]", i), Problem: fmt.Sprintf("unknown retriever %q (allowed: %s)", n, strings.Join(Retrievers, ", "))}
+		}
+		s |= 1 << j
+	}
+	return s, nil
 }
 
 // Recall answers one request: principal → task state → structured filter → query
@@ -272,8 +293,9 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	}
 	mark("parse", t)
 
+	on, _ := parseRetrievers(req.Retrievers)
 	p := plan{vis: vis, current: current, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
-	if e.emb != nil && strings.TrimSpace(req.Query) != "" {
+	if e.emb != nil && strings.TrimSpace(req.Query) != "" && on.has(RetrieverSemantic) {
 		t = time.Now()
 		vecs, err := e.emb.Embed(ctx, []string{req.Query})
 		if err != nil {
@@ -291,8 +313,8 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 		p.tsq = tsQueryText(parsed.Terms)
 	}
 
-	// Retrieval: one statement per table, the task and the session, and an external
-	// keyword index when configured, all at once.
+	// Retrieval: one statement runs every retriever over facts and evidence; the
+	// task and session and an external keyword index (when configured) alongside.
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -318,17 +340,10 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 			}
 		}()
 	}
-	p.splitShared = current && p.vec != nil && e.hasSharedIndex(ctx)
-	var shared []factRow
-	run("facts", func(ctx context.Context) (err error) { facts, err = e.queryFacts(ctx, p); return })
-	if p.splitShared {
-		run("facts_shared_semantic", func(ctx context.Context) (err error) { shared, err = e.querySharedSemantic(ctx, p); return })
-	}
-	run("evidence", func(ctx context.Context) (err error) { evs, err = e.queryEvidence(ctx, p); return })
 	if req.TaskID != "" || req.SessionID != "" {
 		run("task_session", func(ctx context.Context) (err error) { task, session, err = e.taskAndSession(ctx, vis); return })
 	}
-	if !e.pgKW && len(parsed.Terms) > 0 {
+	if !e.pgKW && len(parsed.Terms) > 0 && on.has(RetrieverKeyword) {
 		run("keyword_index", func(ctx context.Context) error {
 			hits, err := e.kw.Search(ctx, vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
 			if err != nil {
@@ -339,17 +354,24 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 			return err
 		})
 	}
+	t = time.Now()
+	facts, evs, err = e.runRecallSQL(ctx, p, on)
+	mu.Lock()
+	mark("retrieve", t)
+	mu.Unlock()
 	wg.Wait()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return Response{}, errors.Join(errs...)
 	}
-	facts = append(append(facts, shared...), extF...)
-	rerankSemantic(facts)
+	facts = append(facts, extF...)
 	evs = append(evs, extE...)
 
 	t = time.Now()
 	var recent []storage.Turn
-	if session != nil {
+	if session != nil && on.has(RetrieverRecent) {
 		for _, tr := range session.Recent {
 			if !tr.At.After(asOf) {
 				recent = append(recent, tr)
@@ -455,40 +477,10 @@ func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
 	if len(p.parsed.Terms) > 0 {
 		p.tsq = tsQueryText(p.parsed.Terms)
 	}
-	var b strings.Builder
-	for _, q := range []struct {
-		name string
-		s    *sqlb
-		ok   bool
-	}{{"facts", nil, false}, {"facts (shared, semantic)", nil, false}, {"evidence", nil, false}} {
-		switch q.name {
-		case "facts":
-			p.splitShared = current && p.vec != nil && e.hasSharedIndex(ctx)
-			q.s, q.ok = factsQuery(p)
-		case "evidence":
-			q.s, q.ok = evidenceQuery(p)
-		default:
-			if p.splitShared {
-				q.s, q.ok = sharedSemanticQuery(p)
-			}
-		}
-		if !q.ok {
-			continue
-		}
-		var lines []string
-		shared := q.name != "facts" && q.name != "evidence"
-		err := e.runInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			if shared {
-				if _, err := tx.ExecContext(ctx, "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"); err != nil {
-					return err
-				}
-			}
-			return tx.NewRaw("EXPLAIN (ANALYZE, BUFFERS) "+q.s.b.String(), q.s.args...).Scan(ctx, &lines)
-		})
-		if err != nil {
-			return b.String(), err
-		}
-		fmt.Fprintf(&b, "== %s\n%s\n\n", q.name, strings.Join(lines, "\n"))
+	on, _ := parseRetrievers(req.Retrievers)
+	out, err := e.explainRecallSQL(ctx, p, on)
+	if err != nil {
+		return "", fmt.Errorf("explain: %w", err)
 	}
-	return b.String(), nil
+	return "== recall statement (cached generic plan)\n" + out + "\n", nil
 }

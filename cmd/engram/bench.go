@@ -31,7 +31,8 @@ func benchRecallCmd() *cobra.Command {
 	var (
 		tenants, facts, evidence, queries, warmup int
 		concurrency, dbURL, accessLog             string
-		reload                                    bool
+		reload, timings                           bool
+		explain                                   int
 	)
 	cmd := &cobra.Command{
 		Use:   "recall",
@@ -99,6 +100,21 @@ load again).`,
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
 			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb}
+			if explain > 0 {
+				for i := 0; i < explain && i < len(reqs); i++ {
+					plan, err := eng.Explain(ctx, reqs[i])
+					if err != nil {
+						return fmt.Errorf("explain: %w", err)
+					}
+					fmt.Fprintf(out, "### query %d: %q (session %q, task %q)\n%s\n", i, reqs[i].Query, reqs[i].SessionID, reqs[i].TaskID, plan)
+				}
+				return nil
+			}
+			if timings {
+				fmt.Fprintf(out, "recall steps (mean over %d queries, 1 caller):\n", len(reqs))
+				recallbench.PrintSteps(out, r.Steps(ctx, reqs))
+				return nil
+			}
 			stats := r.Run(ctx, reqs, concs, warmup)
 			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s\n\n", queries, tenants, facts, evidence, accessLog)
 			recallbench.PrintTable(out, stats)
@@ -114,6 +130,8 @@ load again).`,
 	f.StringVar(&concurrency, "concurrency", "1,8", "concurrent callers, comma separated")
 	f.StringVar(&dbURL, "database-url", "", "database to use (default: ENGRAM_BENCH_DATABASE_URL, else engram_bench next to ENGRAM_DATABASE_URL)")
 	f.StringVar(&accessLog, "access-log", "async", "access log writes: async, sync or off")
+	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step)")
+	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
 	f.BoolVar(&reload, "reload", false, "load the data set again even if the database holds it")
 	return cmd
 }

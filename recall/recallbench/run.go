@@ -210,3 +210,36 @@ func PrintTable(out io.Writer, stats []Stat) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// Steps runs every request once (one caller) and returns the mean time of each
+// step the engine reports in Response.Timings.
+func (b *Runner) Steps(ctx context.Context, reqs []recall.Request) map[string]time.Duration {
+	sum := map[string]time.Duration{}
+	n := 0
+	for _, req := range reqs {
+		resp, err := b.Engine.Recall(ctx, req)
+		if err != nil {
+			continue
+		}
+		n++
+		for k, v := range resp.Timings {
+			sum[k] += v
+		}
+	}
+	for k := range sum {
+		sum[k] /= time.Duration(max(n, 1))
+	}
+	return sum
+}
+
+// PrintSteps writes the step timings, slowest first.
+func PrintSteps(out io.Writer, steps map[string]time.Duration) {
+	names := make([]string, 0, len(steps))
+	for k := range steps {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int { return int(steps[b] - steps[a]) })
+	for _, k := range names {
+		fmt.Fprintf(out, "  %-24s %s\n", k, ms(steps[k]))
+	}
+}

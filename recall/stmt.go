@@ -1,0 +1,511 @@
+package recall
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/engramhq/engram/memory"
+)
+
+// The recall statement: every retriever over facts and evidence in one statement
+// of a fixed shape with bind parameters, prepared once per connection and run with
+// a cached generic plan. What a request does not use is switched off by boolean
+// parameters that the plan evaluates once (gating), never by changing the text, so
+// Postgres plans it once per connection instead of once per recall.
+//
+// Parameters:
+//
+//	$1 tenant      $2 user        $3 USER scope visible      $4 session ('' = none)
+//	$5 task ('' = none)           $6 TENANT scope visible    $7 department ('' = none)
+//	$8 agent ('' = none)          $9 as_of                   $10 query vector (NULL = none)
+//	$11 tsquery text              $12 predicates[]           $13 entity ids[]
+//	$14 memory types[]            $15 entity types[]         $16 entity states[]
+//	$17 graph hops                $18 speaker entity type    $19 structured task id ('' = none)
+//	$20 run structured            $21 run graph              $22 run semantic
+//	$23 run keyword
+const stmtParams = 23
+
+// Visibility arms of facts: the user's own facts (USER, the named SESSION and
+// TASK) and the shared ones (TENANT, the principal's DEPARTMENT, its AGENT), each
+// with its own index. An arm whose scope is not visible is switched off.
+var factArms = []string{
+	"f.tenant_id = $1 AND f.user_id = $2 AND ((f.scope = 'USER' AND $3) OR ($4 <> '' AND f.scope = 'SESSION' AND f.session_id = $4) OR ($5 <> '' AND f.scope = 'TASK' AND f.task_id = $5))",
+	"$6 AND f.tenant_id = $1 AND f.scope = 'TENANT'",
+	"$7 <> '' AND f.tenant_id = $1 AND f.scope = 'DEPARTMENT' AND f.department_id = $7",
+	"$8 <> '' AND f.tenant_id = $1 AND f.scope = 'AGENT' AND f.agent_id = $8",
+}
+
+// tenantSemCurrent is the semantic arm of TENANT-scope facts in current recall:
+// an ordered walk of facts_embedding_tenant_hnsw (current TENANT facts of every
+// tenant) with the tenant and time filtered above it. OFFSET 0 keeps the filter
+// out of the scan, so the generic plan cannot trade the walk for reading and
+// sorting every TENANT fact of the tenant (it would: it does not know how many
+// toasted vectors that reads); the iterative scan (hnsw.iterative_scan) keeps
+// walking until the limit is filled or hnsw.max_scan_tuples is reached.
+func tenantSemCurrent(n int) string {
+	return fmt.Sprintf("(SELECT id, d FROM (SELECT f.id, f.tenant_id AS t, f.valid_from AS vf, f.valid_until AS vu, f.embedding <=> $10::vector AS d FROM facts f "+
+		"WHERE f.status = 'ACTIVE' AND f.scope = 'TENANT' AND f.embedding IS NOT NULL ORDER BY f.embedding <=> $10::vector OFFSET 0) x "+
+		"WHERE $22 AND $6 AND t = $1 AND vf <= $9 AND (vu IS NULL OR vu > $9) LIMIT %d)", n)
+}
+
+// factTimeSQL keeps the revisions that hold at $9 (see factTime).
+func factTimeSQL(current bool) string {
+	if current {
+		return "f.status = 'ACTIVE' AND f.valid_from <= $9 AND (f.valid_until IS NULL OR f.valid_until > $9)"
+	}
+	return "f.valid_from <= $9 AND (f.valid_until IS NULL OR f.valid_until > $9) AND NOT (f.status = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= $9)"
+}
+
+const evidenceVisibleSQL = "e.tenant_id = $1 AND e.user_id = $2 AND e.occurred_at <= $9 AND ($3 OR ($4 <> '' AND e.session_id = $4) OR ($5 <> '' AND e.task_id = $5))"
+
+const structuredCondSQL = "(f.predicate = ANY($12::text[]) OR (f.entity_id <> '' AND f.entity_id = ANY($13::text[])) OR ($19 <> '' AND f.task_id = $19) OR f.memory_type = ANY($14::text[]))"
+
+const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int"
+
+// unionArms writes one sub-select per visibility arm.
+func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order string, limit int) {
+	for i, arm := range arms {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(b, "(SELECT %s FROM facts f WHERE %s AND %s AND %s AND %s ORDER BY %s LIMIT %d)", sel, gate, arm, tf, cond, order, limit)
+	}
+}
+
+// buildRecallSQL is the statement for current (or past) recall with n candidates
+// per retriever.
+func buildRecallSQL(current bool, n, hopsMax int) string {
+	_ = hopsMax
+	tf := factTimeSQL(current)
+	var b strings.Builder
+	b.WriteString("WITH RECURSIVE sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
+	if current {
+		unionArms(&b, []string{factArms[0], factArms[2], factArms[3]}, "$22", "f.id, f.embedding <=> $10::vector AS d", tf, "f.embedding IS NOT NULL", "f.embedding <=> $10::vector", n)
+		b.WriteString(" UNION ALL " + tenantSemCurrent(n))
+	} else {
+		unionArms(&b, factArms, "$22", "f.id, f.embedding <=> $10::vector AS d", tf, "f.embedding IS NOT NULL", "f.embedding <=> $10::vector", n)
+	}
+	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*n)
+	// Keyword: the small arms filter their rows (IS TRUE keeps the whole-table GIN
+	// index out of a generic plan); current TENANT facts use their own GIN index.
+	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (")
+	kwSel := "f.id, ts_rank(f.search, to_tsquery('english', $11)) AS r"
+	if current {
+		unionArms(&b, []string{factArms[0], factArms[2], factArms[3]}, "$23", kwSel, tf, "(f.search @@ to_tsquery('english', $11)) IS TRUE", "r DESC", n)
+		fmt.Fprintf(&b, " UNION ALL (SELECT %s FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ to_tsquery('english', $11) ORDER BY r DESC LIMIT %d)", kwSel, tf, n)
+	} else {
+		unionArms(&b, factArms, "$23", kwSel, tf, "(f.search @@ to_tsquery('english', $11)) IS TRUE", "r DESC", n)
+	}
+	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", n)
+	b.WriteString("st AS (SELECT id, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
+	unionArms(&b, factArms, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
+	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", n)
+	// Graph: the user's entities the question names (by id, else by type and
+	// state), then up to $17 edges further in the user's own graph, never back
+	// through the speaker; the visible facts about what was reached.
+	b.WriteString("seeds AS (SELECT en.type, en.id FROM entities en WHERE $21 AND en.tenant_id = $1 AND en.user_id = $2 AND " +
+		"(en.id = ANY($13::text[]) OR (cardinality($13::text[]) = 0 AND en.type = ANY($15::text[]) AND (cardinality($16::text[]) = 0 OR en.state = ANY($16::text[])))) " +
+		"ORDER BY en.updated_at DESC LIMIT 20), ")
+	b.WriteString("walk AS (SELECT type, id, 0 AS depth FROM seeds UNION " +
+		"SELECT nb.type, nb.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (" +
+		"SELECT ed.to_type AS type, ed.to_id AS id FROM edges ed WHERE ed.tenant_id = $1 AND ed.user_id = $2 AND ed.from_type = w.type AND ed.from_id = w.id " +
+		"UNION ALL SELECT ed.from_type, ed.from_id FROM edges ed WHERE ed.tenant_id = $1 AND ed.user_id = $2 AND ed.to_type = w.type AND ed.to_id = w.id" +
+		") nb WHERE w.depth < $17 AND nb.type <> $18), ")
+	var vis []string
+	for _, a := range factArms {
+		vis = append(vis, "("+a+")")
+	}
+	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.valid_from) AS vf "+
+		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w JOIN facts f ON f.tenant_id = $1 AND f.entity_id = w.id AND f.entity_type = w.type "+
+		"WHERE (%s) AND %s GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
+	fmt.Fprintf(&b, "esem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT e.id, e.embedding <=> $10::vector AS d FROM evidence e WHERE $22 AND %s AND e.embedding IS NOT NULL "+
+		"ORDER BY e.embedding <=> $10::vector LIMIT %d) x), ", evidenceVisibleSQL, n)
+	fmt.Fprintf(&b, "ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (SELECT e.id, ts_rank(e.search, to_tsquery('english', $11)) AS r FROM evidence e WHERE $23 AND %s "+
+		"AND (e.search @@ to_tsquery('english', $11)) IS TRUE ORDER BY r DESC LIMIT %d) x), ", evidenceVisibleSQL, n)
+	b.WriteString("fc AS (SELECT id, '" + RetrieverSemantic + "' AS src, rk, d FROM sem UNION ALL SELECT id, '" + RetrieverKeyword + "', rk, NULL::float8 FROM kw " +
+		"UNION ALL SELECT id, '" + RetrieverStructured + "', rk, NULL::float8 FROM st UNION ALL SELECT id, '" + RetrieverGraph + "', rk, NULL::float8 FROM gr), ")
+	b.WriteString("ec AS (SELECT id, '" + RetrieverSemantic + "' AS src, rk, d FROM esem UNION ALL SELECT id, '" + RetrieverKeyword + "', rk, NULL::float8 FROM ekw) ")
+	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
+		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
+		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
+		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker " +
+		"FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id " +
+		"UNION ALL SELECT 'e', ec.src, ec.rk, ec.d, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
+		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker " +
+		"FROM ec JOIN evidence e ON e.tenant_id = $1 AND e.id = ec.id")
+	return b.String()
+}
+
+// stmtArgs are the statement's parameters for plan p.
+func stmtArgs(p plan, on retrieverSet) []any {
+	v := p.vis
+	session, task, dept, agent := "", "", "", ""
+	if v.SessionID != "" && v.allows(memory.ScopeSession) {
+		session = v.SessionID
+	}
+	if v.TaskID != "" && v.allows(memory.ScopeTask) {
+		task = v.TaskID
+	}
+	if v.DepartmentID != "" && v.allows(memory.ScopeDepartment) {
+		dept = v.DepartmentID
+	}
+	if v.AgentID != "" && v.allows(memory.ScopeAgent) {
+		agent = v.AgentID
+	}
+	q := p.parsed
+	types := q.MemoryTypes
+	if v.TaskID != "" {
+		types = addUnique(addUnique(types, memory.TypeConstraint), memory.TypePreference)
+	}
+	typeStrs := make([]string, len(types))
+	for i, t := range types {
+		typeStrs[i] = string(t)
+	}
+	hasSt := on.has(RetrieverStructured) && (len(q.Predicates) > 0 || len(q.EntityIDs) > 0 || len(typeStrs) > 0 || v.TaskID != "")
+	hasSeeds := on.has(RetrieverGraph) && (len(q.EntityIDs) > 0 || len(q.EntityTypes) > 0)
+	var vec any
+	if p.vec != nil && on.has(RetrieverSemantic) {
+		vec = p.vec.String()
+	}
+	return []any{
+		v.TenantID, v.UserID, v.allows(memory.ScopeUser), session,
+		task, v.allows(memory.ScopeTenant), dept,
+		agent, v.AsOf.UTC(), vec,
+		p.tsq, pgArray(q.Predicates), pgArray(q.EntityIDs),
+		pgArray(typeStrs), pgArray(q.EntityTypes), pgArray(q.States),
+		int64(p.hops), p.speaker, v.TaskID,
+		hasSt, hasSeeds, vec != nil,
+		p.tsq != "" && on.has(RetrieverKeyword),
+	}
+}
+
+// pgArray renders a text[] literal.
+func pgArray(xs []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range x {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			if r != 0 {
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
+func parseUUIDArray(s string) []string {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// connState is what the engine keeps per database connection: whether it is tuned
+// and the statements prepared on it.
+type connState struct {
+	stmts map[string]driver.Stmt
+}
+
+// connStates maps a driver connection to its state. Connections the pool closed
+// leave stale entries; the map is cleared when it grows past connStatesMax (their
+// statements are then prepared again, which is harmless).
+type connStates struct {
+	mu sync.Mutex
+	m  map[any]*connState
+}
+
+const connStatesMax = 512
+
+func (c *connStates) get(dc any) (*connState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > connStatesMax {
+		c.m = map[any]*connState{}
+	}
+	s, ok := c.m[dc]
+	if !ok {
+		s = &connState{stmts: map[string]driver.Stmt{}}
+		c.m[dc] = s
+	}
+	return s, ok
+}
+
+func (c *connStates) drop(dc any) {
+	c.mu.Lock()
+	delete(c.m, dc)
+	c.mu.Unlock()
+}
+
+// tuneSQL is run once on each connection recall uses (session settings, for the
+// statements recall prepares): a wider HNSW candidate list with iterative scans
+// (pgvector 0.8) so a visibility filter still fills the top k, no JIT (it costs
+// more than these short statements), and generic plans for prepared statements
+// (the statement's shape is fixed; re-planning it per call is what made recall
+// slow). Only recall prepares statements on the pool, so plan_cache_mode affects
+// nothing else; the hnsw settings favour completeness for every filtered search.
+func (e *Engine) tuneSQL() string {
+	return fmt.Sprintf("SET hnsw.ef_search = %d; SET hnsw.iterative_scan = relaxed_order; SET hnsw.max_scan_tuples = %d; SET jit = off; SET plan_cache_mode = force_generic_plan",
+		e.opts.EfSearch, e.opts.MaxScanTuples)
+}
+
+// onConn runs fn on one pooled connection, tuned and with its prepared statements.
+func (e *Engine) onConn(ctx context.Context, fn func(q *connQuerier) error) error {
+	c, err := e.db.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		st, known := e.conns.get(dc)
+		q := &connQuerier{dc: dc, st: st}
+		if !known {
+			if err := q.exec(ctx, e.tuneSQL()); err != nil {
+				e.conns.drop(dc)
+				return fmt.Errorf("tune connection: %w", err)
+			}
+		}
+		err := fn(q)
+		if err != nil && (errors.Is(err, driver.ErrBadConn) || ctx.Err() != nil) {
+			e.conns.drop(dc)
+		}
+		return err
+	})
+}
+
+type connQuerier struct {
+	dc any
+	st *connState
+}
+
+func (q *connQuerier) exec(ctx context.Context, sql string) error {
+	ex, ok := q.dc.(driver.ExecerContext)
+	if !ok {
+		return fmt.Errorf("driver connection %T cannot execute", q.dc)
+	}
+	_, err := ex.ExecContext(ctx, sql, nil)
+	return err
+}
+
+// query runs sql (prepared on this connection the first time) with args and calls
+// row for each row.
+func (q *connQuerier) query(ctx context.Context, sql string, args []any, row func(vals []driver.Value) error) error {
+	stmt, ok := q.st.stmts[sql]
+	if !ok {
+		pc, ok := q.dc.(driver.ConnPrepareContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot prepare", q.dc)
+		}
+		s, err := pc.PrepareContext(ctx, sql)
+		if err != nil {
+			return err
+		}
+		q.st.stmts[sql] = s
+		stmt = s
+	}
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	sq, ok := stmt.(driver.StmtQueryContext)
+	if !ok {
+		return fmt.Errorf("statement %T cannot query", stmt)
+	}
+	rows, err := sq.QueryContext(ctx, nv)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, len(rows.Columns()))
+	for {
+		if err := rows.Next(vals); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := row(vals); err != nil {
+			return err
+		}
+	}
+}
+
+// literal renders an argument as SQL text (EXPLAIN of the prepared statement).
+func literal(a any) string {
+	switch v := a.(type) {
+	case nil:
+		return "NULL"
+	case bool:
+		if v {
+			return "true"
+		}
+		return "false"
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case time.Time:
+		return "'" + v.UTC().Format(time.RFC3339Nano) + "'"
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case pgvector.Vector:
+		return "'" + v.String() + "'"
+	}
+	return fmt.Sprintf("'%v'", a)
+}
+
+func asString(v driver.Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func asInt(v driver.Value) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case string:
+		n, _ := strconv.Atoi(x)
+		return n
+	}
+	return 0
+}
+
+func asFloat(v driver.Value) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case string:
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	case []byte:
+		f, _ := strconv.ParseFloat(string(x), 64)
+		return f
+	}
+	return 0
+}
+
+func asTime(v driver.Value) time.Time {
+	if t, ok := v.(time.Time); ok {
+		return t
+	}
+	return time.Time{}
+}
+
+func asTimePtr(v driver.Value) *time.Time {
+	if t, ok := v.(time.Time); ok {
+		return &t
+	}
+	return nil
+}
+
+// runRecallSQL runs the recall statement and splits its rows into facts and
+// evidence.
+func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]factRow, []evidenceRow, error) {
+	sql := e.recallSQL(p.current)
+	args := stmtArgs(p, on)
+	var facts []factRow
+	var evs []evidenceRow
+	err := e.onConn(ctx, func(q *connQuerier) error {
+		return q.query(ctx, sql, args, func(v []driver.Value) error {
+			var d *float64
+			if v[3] != nil {
+				f := asFloat(v[3])
+				d = &f
+			}
+			if asString(v[0]) == "e" {
+				evs = append(evs, evidenceRow{
+					ID: asString(v[4]), TenantID: p.vis.TenantID, Kind: "", Content: asString(v[17]), Speaker: asString(v[28]),
+					UserID: asString(v[9]), DepartmentID: asString(v[8]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
+					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]),
+				})
+				return nil
+			}
+			facts = append(facts, factRow{
+				ID: asString(v[4]), TenantID: p.vis.TenantID, MemoryKey: asString(v[5]), Revision: asInt(v[6]), Scope: memory.Scope(asString(v[7])),
+				DepartmentID: asString(v[8]), UserID: asString(v[9]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
+				MemoryType: memory.MemoryType(asString(v[13])), Subject: asString(v[14]), Predicate: asString(v[15]), Object: asString(v[16]),
+				Content: asString(v[17]), EntityType: asString(v[18]), EntityID: asString(v[19]), Status: memory.FactStatus(asString(v[20])),
+				Confidence: asFloat(v[21]), Importance: asFloat(v[22]), ValidFrom: asTime(v[23]), ValidUntil: asTimePtr(v[24]),
+				ObservedAt: asTime(v[25]), ClosedAt: asTimePtr(v[26]), Evidence: parseUUIDArray(asString(v[27])),
+				Src: asString(v[1]), Rk: asInt(v[2]), D: d,
+			})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("recall: %w", err)
+	}
+	return facts, evs, nil
+}
+
+// recallSQL returns the (cached) statement text for current or past recall.
+func (e *Engine) recallSQL(current bool) string {
+	e.sqlOnce.Do(func() {
+		e.sqlCurrent = buildRecallSQL(true, e.opts.CandidateLimit, e.opts.GraphHops)
+		e.sqlPast = buildRecallSQL(false, e.opts.CandidateLimit, e.opts.GraphHops)
+	})
+	if current {
+		return e.sqlCurrent
+	}
+	return e.sqlPast
+}
+
+// explainRecallSQL prepares the statement under a name on one connection and
+// shows the plan Postgres caches for it (generic) with this request's values.
+func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet) (string, error) {
+	args := stmtArgs(p, on)
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = literal(a)
+	}
+	var lines []string
+	err := e.onConn(ctx, func(q *connQuerier) error {
+		_ = q.exec(ctx, "DEALLOCATE engram_recall_explain")
+		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p.current)); err != nil {
+			return err
+		}
+		defer func() { _ = q.exec(ctx, "DEALLOCATE engram_recall_explain") }()
+		qc, ok := q.dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot query", q.dc)
+		}
+		for i := 0; i < 2; i++ { // the first run plans; the second shows the cached plan
+			lines = lines[:0]
+			rows, err := qc.QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE engram_recall_explain("+strings.Join(lits, ", ")+")", nil)
+			if err != nil {
+				return err
+			}
+			vals := make([]driver.Value, 1)
+			for rows.Next(vals) == nil {
+				lines = append(lines, asString(vals[0]))
+			}
+			rows.Close()
+		}
+		return nil
+	})
+	return strings.Join(lines, "\n"), err
+}
