@@ -153,10 +153,16 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
 		return RecordResult{}, err
 	}
+	// Redaction and sealing (when configured) happen before anything is stored: the
+	// keyword index and the vectors are built from the redacted clear text.
+	prot, err := a.Store.ProtectContent(e.Content)
+	if err != nil {
+		return RecordResult{}, fmt.Errorf("protect content: %w", err)
+	}
 	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, &storage.Event{
 		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
 		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
-		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: e.Content,
+		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: prot.EventContent,
 		Payload: e.Payload, Status: "PROCESSING", WorkflowID: in.WorkflowID, OccurredAt: e.OccurredAt.UTC(),
 	})
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
@@ -174,23 +180,34 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 		locator = "event:" + ev.ID
 	}
 	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, &storage.Evidence{
-		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: e.Content, Locator: locator,
+		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
 		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
 		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
-	}, storage.SearchText(e.Content))
+	}, storage.SearchText(prot.Redacted))
 	if err != nil {
 		return RecordResult{}, err
 	}
+	if prot.OriginalSealed != "" {
+		if err := a.Store.SetEvidenceOriginal(ctx, e.TenantID, evd.ID, prot); err != nil {
+			return RecordResult{}, err
+		}
+	}
 	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created}
-	var recent []string
-	err = a.Store.DB().NewSelect().Table("evidence").Column("content").
+	if prot.Redacted != e.Content {
+		res.Stored = prot.Redacted
+	}
+	var recent []storage.Evidence
+	err = a.Store.DB().NewSelect().Model(&recent).Column("content", "key_id").
 		Where("tenant_id = ? AND user_id = ? AND id <> ? AND occurred_at <= ?", e.TenantID, e.UserID, evd.ID, e.OccurredAt.UTC()).
-		Order("occurred_at DESC").Limit(5).Scan(ctx, &recent)
+		Order("occurred_at DESC").Limit(5).Scan(ctx)
 	if err != nil {
 		return res, fmt.Errorf("load recent turns: %w", err)
 	}
+	if err := a.Store.DecryptEvidence(recent); err != nil {
+		return res, err
+	}
 	for i := len(recent) - 1; i >= 0; i-- { // oldest first
-		res.Recent = append(res.Recent, recent[i])
+		res.Recent = append(res.Recent, recent[i].Content)
 	}
 	ents, err := a.Store.EntitiesOfUser(ctx, e.TenantID, e.UserID, 50)
 	if err != nil {
@@ -213,7 +230,9 @@ func firstNonEmpty(s ...string) string {
 
 // ExtractInput is the Extract activity's input.
 type ExtractInput struct {
-	Event    IngestEvent        `json:"event"`
+	Event IngestEvent `json:"event"`
+	// Text is what the extractor reads: the redacted text when redaction is on.
+	Text     string             `json:"text,omitempty"`
 	Recent   []string           `json:"recent,omitempty"`
 	Known    []memory.EntityRef `json:"known,omitempty"`
 	Feedback []string           `json:"feedback,omitempty"`
@@ -227,7 +246,7 @@ func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.Ex
 		return llm.ExtractOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}
 	out, err := a.Extractor.Extract(ctx, s, llm.ExtractInput{
-		Text: in.Event.Content, OccurredAt: in.Event.OccurredAt, Speaker: in.Event.ActorType,
+		Text: firstNonEmpty(in.Text, in.Event.Content), OccurredAt: in.Event.OccurredAt, Speaker: in.Event.ActorType,
 		UserID: in.Event.UserID, DepartmentID: in.Event.DepartmentID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
 		Recent: in.Recent, Known: in.Known, Feedback: in.Feedback,
 	})
@@ -661,7 +680,12 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		if d.Action == governance.ActionHistorical {
 			mode = storage.WriteHistorical
 		}
-		wf, err := storage.WriteFactRevision(ctx, tx, tenant, f, mode, storage.SearchText(f.Content+" "+f.Object))
+		search := storage.SearchText(f.Content + " " + f.Object)
+		var err error
+		if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
+			return "", fmt.Errorf("seal fact content: %w", err)
+		}
+		wf, err := storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
 		if err != nil {
 			return "", err
 		}
@@ -750,13 +774,14 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 	type row struct {
 		ID      string `bun:"id"`
 		Content string `bun:"content"`
+		KeyID   string `bun:"key_id"`
 	}
 	load := func(table string, ids []string) ([]row, error) {
 		var rows []row
 		if len(ids) == 0 {
 			return nil, nil
 		}
-		err := a.Store.DB().NewSelect().Table(table).Column("id", "content").
+		err := a.Store.DB().NewSelect().Table(table).Column("id", "content", "key_id").
 			Where("tenant_id = ? AND id IN (?)", in.TenantID, bun.In(ids)).Scan(ctx, &rows)
 		return rows, err
 	}
@@ -777,7 +802,10 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		}
 		texts := make([]string, len(rows))
 		for i, r := range rows {
-			texts[i] = r.Content
+			// Vectors are built from the clear (redacted) text, never the sealed column.
+			if texts[i], err = a.Store.DecryptContent(r.KeyID, r.Content); err != nil {
+				return fmt.Errorf("decrypt %s %s: %w", t.table, r.ID, err)
+			}
 		}
 		vecs, err := a.Embedder.Embed(ctx, texts)
 		if err != nil {

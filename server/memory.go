@@ -257,7 +257,15 @@ func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
 func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
 	wfID := workflows.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
-	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, storedEvent(ev, wfID))
+	// The same protection as the write path's Record, so both compute the same
+	// fingerprint and a retry is recognised.
+	prot, err := s.Store.ProtectContent(ev.Content)
+	if err != nil {
+		return nil, fmt.Errorf("protect content: %w", err)
+	}
+	row := storedEvent(ev, wfID)
+	row.Content = prot.EventContent
+	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, row)
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("event.idempotency_key: %q was already used for a different event (received %s)", ev.IdempotencyKey, stored.ReceivedAt.UTC().Format(time.RFC3339)))
 	}
@@ -439,6 +447,11 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		i := slices.Index(keys, x.IdempotencyKey)
 		se := storedEvent(evs[i], "")
 		se.Payload = orEmptyJSON(se.Payload)
+		prot, err := s.Store.ProtectContent(se.Content)
+		if err != nil {
+			return nil, fmt.Errorf("protect content: %w", err)
+		}
+		se.Content = prot.EventContent
 		if storage.HashEventContent(se) != x.ContentHash {
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("events[%d].idempotency_key: %q was already used for a different event", i, x.IdempotencyKey))
 		}

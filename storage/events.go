@@ -252,7 +252,10 @@ func (s *Store) EvidenceForEvent(ctx context.Context, tenantID, eventID string) 
 	var out []Evidence
 	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
 		Where("tenant_id = ? AND event_id = ?", tenantID, eventID).Order("created_at").Scan(ctx)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, s.DecryptEvidence(out)
 }
 
 func notFound(err error) error {

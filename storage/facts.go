@@ -295,7 +295,11 @@ func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*Fact, error)
 	}
 	f := new(Fact)
 	err := s.db.NewSelect().Model(f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
-	return f, notFound(err)
+	if err != nil {
+		return f, notFound(err)
+	}
+	f.Content, err = s.DecryptContent(f.KeyID, f.Content)
+	return f, err
 }
 
 // FactHistory returns every revision of a memory key, oldest first by validity.
@@ -307,7 +311,10 @@ func (s *Store) FactHistory(ctx context.Context, tenantID, memoryKey string) ([]
 	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
 		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey).
 		Order("valid_from ASC", "revision ASC").Scan(ctx)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, s.DecryptFacts(out)
 }
 
 // FactFilter narrows fact listings. Empty fields do not filter.
@@ -354,8 +361,10 @@ func (s *Store) ListFacts(ctx context.Context, tenantID string, ff FactFilter) (
 	}
 	var out []Fact
 	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
-	err := ff.apply(q).Order("recorded_at DESC", "revision DESC").Scan(ctx)
-	return out, err
+	if err := ff.apply(q).Order("recorded_at DESC", "revision DESC").Scan(ctx); err != nil {
+		return nil, err
+	}
+	return out, s.DecryptFacts(out)
 }
 
 // FactsAsOf returns the revisions that were valid at time t: valid_from <= t and
@@ -373,8 +382,10 @@ func (s *Store) FactsAsOf(ctx context.Context, tenantID string, t time.Time, ff 
 		Where("tenant_id = ?", tenantID).
 		Where("valid_from <= ?", t).
 		Where("(valid_until IS NULL OR valid_until > ?)", t)
-	err := ff.apply(q).Order("memory_key", "revision DESC").Scan(ctx)
-	return out, err
+	if err := ff.apply(q).Order("memory_key", "revision DESC").Scan(ctx); err != nil {
+		return nil, err
+	}
+	return out, s.DecryptFacts(out)
 }
 
 // Revisions lists every revision of a memory key through db (a transaction when the

@@ -128,7 +128,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 	for attempt := 1; attempt <= in.ExtractAttempts; attempt++ {
 		w.res.Attempts = attempt
 		var out llm.ExtractOutput
-		err := workflow.ExecuteActivity(extractActivity(ctx), a.Extract, activities.ExtractInput{Event: ev, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
+		err := workflow.ExecuteActivity(extractActivity(ctx), a.Extract, activities.ExtractInput{Event: ev, Text: w.rec.Stored, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
 		if err != nil {
 			// The extractor stayed unavailable or refused: keep the evidence, invent nothing.
 			logger.Warn("extraction failed", "attempt", attempt, "error", err)

@@ -38,7 +38,7 @@ gRPC-Web over HTTP/1.1 and h2c, gRPC health and reflection. Every call needs an 
 			log := logger()
 			slog.SetDefault(log)
 			ctx := cmd.Context()
-			st, err := storage.Open(ctx, cfg.DatabaseURL)
+			st, err := openProtectedStore(ctx, cfg)
 			if err != nil {
 				return err
 			}

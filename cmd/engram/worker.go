@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,7 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			log := logger()
-			st, err := storage.Open(cmd.Context(), cfg.DatabaseURL)
+			st, err := openProtectedStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -61,4 +62,22 @@ func workerCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// openProtectedStore opens Postgres and applies the configured redaction and
+// encryption (ENGRAM_REDACT, ENGRAM_REDACT_ORIGINAL, ENGRAM_ENCRYPTION_KEY).
+func openProtectedStore(ctx context.Context, cfg config.Config) (*storage.Store, error) {
+	p, err := storage.ProtectionFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	st, err := storage.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.SetProtection(p); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }

@@ -50,7 +50,7 @@ func (e *env) seedUser(tenant, user string, shared bool) seeded {
 	evs := e.ids("SELECT id::text FROM evidence WHERE tenant_id = ? AND user_id = ?", tenant, user)
 	require.NotEmpty(e.t, facts)
 	require.NoError(e.t, e.st.LogAccess(ctx, tenant, "agent:support-bot", "support", user, "订单", facts, evs))
-	_, err = e.st.DB().NewRaw(`INSERT INTO api_keys (tenant_id, principal, roles, user_id, prefix, key_hash) VALUES (?, ?, ARRAY['agent'], ?, 'ek_', ?)`, tenant, "key-of-"+user, user, "hash-"+user+"-"+testenv.RandomID(6)).Exec(ctx)
+	_, err = e.st.DB().NewRaw(`INSERT INTO api_keys (tenant_id, principal, roles, user_id, prefix, key_hash) VALUES (?, ?, ARRAY['agent'], ?, ?, ?)`, tenant, "key-of-"+user, user, "ek_"+testenv.RandomID(12), "hash-"+user+"-"+testenv.RandomID(6)).Exec(ctx)
 	require.NoError(e.t, err)
 	if shared {
 		// A tenant-wide fact only this user stated: nobody else supports it.

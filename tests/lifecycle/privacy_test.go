@@ -153,11 +153,9 @@ func TestRotateDataKeys(t *testing.T) {
 	only2, err := privacy.NewKeyring("k2", map[string][]byte{"k2": k2})
 	require.NoError(t, err)
 	require.NoError(t, e.st.SetProtection(storage.Protection{Keyring: only2}))
-	got, err := e.st.GetFact(ctx, "t1", f.ID)
+	got, err := e.st.GetFact(ctx, "t1", f.ID) // GetFact returns clear text
 	require.NoError(t, err)
-	fs := []storage.Fact{*got}
-	require.NoError(t, e.st.DecryptFacts(fs))
-	assert.Equal(t, "prefers direct flights", fs[0].Content)
+	assert.Equal(t, "prefers direct flights", got.Content)
 	var evs []storage.Evidence
 	require.NoError(t, e.st.DB().NewSelect().Model(&evs).ExcludeColumn("embedding").Where("tenant_id = 't1'").Scan(ctx))
 	require.NoError(t, e.st.DecryptEvidence(evs))
