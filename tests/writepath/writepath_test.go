@@ -19,12 +19,12 @@ import (
 
 	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/worker"
 	"github.com/engramhq/engram/workflows"
-	"github.com/engramhq/engram/internal/testenv"
 )
 
 type env struct {
