@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
 	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/engramhq/engram/governance"
@@ -245,6 +246,8 @@ func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.Ex
 	if err != nil {
 		return llm.ExtractOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}
+	stop := heartbeatEvery(ctx, 3*time.Second)
+	defer stop()
 	out, err := a.Extractor.Extract(ctx, s, llm.ExtractInput{
 		Text: firstNonEmpty(in.Text, in.Event.Content), OccurredAt: in.Event.OccurredAt, Speaker: in.Event.ActorType,
 		UserID: in.Event.UserID, DepartmentID: in.Event.DepartmentID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
@@ -255,9 +258,37 @@ func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.Ex
 		if errors.As(err, &ce) && !ce.Retryable {
 			return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeExtractorRejected, err)
 		}
+		if ce != nil && ce.RetryAfter > 0 {
+			// Honour the endpoint's Retry-After instead of our own backoff.
+			return out, temporal.NewApplicationErrorWithOptions(err.Error(), "ExtractorBusy", temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: ce.RetryAfter})
+		}
 		return out, err
 	}
 	return out, nil
+}
+
+// heartbeatEvery records an activity heartbeat periodically until stop is called.
+// Outside an activity (unit tests calling the method directly) it does nothing.
+func heartbeatEvery(ctx context.Context, d time.Duration) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // ValidateInput is the Validate activity's input.

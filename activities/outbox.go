@@ -218,6 +218,13 @@ func (a *OutboxActivities) drainTenant(ctx context.Context, tx bun.Tx, tenant st
 			return nil, nil, 0, 0, fmt.Errorf("load evidence to index: %w", err)
 		}
 	}
+	// Documents carry the clear (redacted) text; the rows may be sealed at rest.
+	if err := a.Store.DecryptFacts(facts); err != nil {
+		return nil, nil, 0, 0, err
+	}
+	if err := a.Store.DecryptEvidence(evidence); err != nil {
+		return nil, nil, 0, 0, err
+	}
 	present := map[string]bool{}
 	var docs []typesense.Document
 	for i := range facts {

@@ -32,6 +32,9 @@ func dbActivity(ctx workflow.Context) workflow.Context {
 func extractActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 90 * time.Second, // one LLM call, with the client's own timeout inside
+		// The activity heartbeats while the call runs, so a dead worker is noticed in
+		// seconds rather than at the end of the start-to-close timeout.
+		HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 			MaximumAttempts: 5, NonRetryableErrorTypes: activities.NonRetryable,
@@ -140,6 +143,13 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		}
 		if len(v.Errors) == 0 {
 			cands, feedback = v.Candidates, nil
+			// Every candidate names the extractor that proposed it (an LLM is told to
+			// leave these fields to us).
+			for i := range cands {
+				if cands[i].Extractor == "" {
+					cands[i].Extractor, cands[i].Version = out.Extractor, out.Version
+				}
+			}
 			break
 		}
 		logger.Info("extraction did not validate", "attempt", attempt, "errors", len(v.Errors))

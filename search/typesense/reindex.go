@@ -80,6 +80,9 @@ func (ix *Index) Reindex(ctx context.Context, store *storage.Store, tenantID str
 		if err := q.Order("id").Limit(int64(page)).Scan(ctx); err != nil {
 			return result(cur), fmt.Errorf("read facts: %w", err)
 		}
+		if err := store.DecryptFacts(facts); err != nil {
+			return result(cur), err
+		}
 		docs := make([]Document, len(facts))
 		for i := range facts {
 			docs[i] = FactDocument(&facts[i])
@@ -103,6 +106,9 @@ func (ix *Index) Reindex(ctx context.Context, store *storage.Store, tenantID str
 		}
 		if err := q.Order("id").Limit(int64(page)).Scan(ctx); err != nil {
 			return result(cur), fmt.Errorf("read evidence: %w", err)
+		}
+		if err := store.DecryptEvidence(evs); err != nil {
+			return result(cur), err
 		}
 		docs := make([]Document, len(evs))
 		for i := range evs {

@@ -294,10 +294,8 @@ func TestLLMSeedDirectFlightPreference(t *testing.T) {
 
 // Candidates should record which extractor proposed them (issue 3: "Each candidate
 // carries … the extractor's name and version"). The LLM is told to leave the
-// extractor fields null and ExtractOutput carries them, but the workflow validates
-// only out.Raw, so the name is lost.
+// extractor fields null; the workflow stamps them from ExtractOutput.
 func TestLLMCandidatesRecordTheExtractor(t *testing.T) {
-	t.Skip("known bug: workflows/memorywrite.go drops ExtractOutput.Extractor/Version; LLM candidates are stored with extractor ''")
 	e := newLLMEnv(t, seedScript(t, "u1"))
 	r := e.write(event("t1", "u1", "travel", textDirect, base))
 	require.Len(t, r.Results, 1)
