@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/engramhq/engram/activities"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -106,14 +108,37 @@ func (s *schemaServer) PutSchema(ctx context.Context, req *connect.Request[engra
 }
 
 func (s *schemaServer) SuggestSchemaChanges(ctx context.Context, req *connect.Request[engramv1.SuggestSchemaChangesRequest]) (*connect.Response[engramv1.SuggestSchemaChangesResponse], error) {
-	if _, err := require(ctx, "SuggestSchemaChanges", "reviewer"); err != nil {
+	p, err := require(ctx, "SuggestSchemaChanges", "reviewer")
+	if err != nil {
 		return nil, err
 	}
 	name := strings.TrimSpace(req.Msg.Name)
 	if name == "" {
 		return nil, fieldErr("name", "is empty")
 	}
-	return connect.NewResponse(&engramv1.SuggestSchemaChangesResponse{
-		Note: "no suggestions yet: the schema report job (attributes the extractor produces that the schema lacks) is not available",
-	}), nil
+	// What the extractor produced in the last 30 days that the schema lacks, seen at
+	// least twice, for the caller's tenant only.
+	all, err := activities.SuggestSchemaChanges(ctx, s.Store, activities.BuiltinSchemas, p.TenantID, time.Now().Add(-30*24*time.Hour), 2)
+	if err != nil {
+		return nil, fmt.Errorf("schema suggestions: %w", err)
+	}
+	out := &engramv1.SuggestSchemaChangesResponse{}
+	for _, sg := range all {
+		if sg.Schema != name {
+			continue
+		}
+		field, desc := "predicates", fmt.Sprintf("add predicate %q", sg.Predicate)
+		if sg.Kind == "attribute" {
+			field = "predicates." + sg.Predicate + ".attributes"
+			desc = fmt.Sprintf("add attribute %q to predicate %q", sg.Attribute, sg.Predicate)
+		}
+		if len(sg.Examples) > 0 {
+			desc += "; e.g. " + strings.Join(sg.Examples, " | ")
+		}
+		out.Suggestions = append(out.Suggestions, &engramv1.SchemaSuggestion{Field: field, Description: desc, Occurrences: int64(sg.Count)})
+	}
+	if len(out.Suggestions) == 0 {
+		out.Note = "nothing to suggest: in the last 30 days the extractor produced nothing (seen twice or more) that schema " + name + " lacks"
+	}
+	return connect.NewResponse(out), nil
 }
