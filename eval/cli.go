@@ -34,9 +34,15 @@ type Config struct {
 	Namespace       string
 	LLM             LLMConfig
 	Embedder        llm.Embedder
-	Gov             *governance.Config
-	Progress        io.Writer // progress bar; nil: none
-	Log             tlog.Logger
+	// Retrievers restricts recall to these retrievers (recall.Request.Retrievers);
+	// with Embedders, the comparison's first variant (the second is hybrid).
+	Retrievers []string
+	// Embedders, when set, runs the comparison (CompareMain): the suites once per
+	// embedder, each in a fresh database.
+	Embedders []NamedEmbedder
+	Gov       *governance.Config
+	Progress  io.Writer // progress bar; nil: none
+	Log       tlog.Logger
 }
 
 // Main runs an invocation: it prints the table to out, writes the reports, and
@@ -45,6 +51,10 @@ type Config struct {
 func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeRules
+	}
+	if len(cfg.Embedders) > 0 {
+		_, err := CompareMain(ctx, cfg, out)
+		return nil, err
 	}
 	if cfg.Mode == ModeLLM && cfg.LLM.BaseURL == "" {
 		fmt.Fprintln(out, "eval: llm mode skipped: no LLM endpoint is configured (set ENGRAM_LLM_BASE_URL, ENGRAM_LLM_API_KEY and ENGRAM_LLM_MODEL)")
@@ -96,6 +106,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	rep, err := Run(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
 		Gov: cfg.Gov, NewRecaller: factory, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
+		Retrievers: cfg.Retrievers,
 	})
 	if err != nil {
 		return nil, err

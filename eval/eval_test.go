@@ -164,3 +164,20 @@ func TestAggregate(t *testing.T) {
 	assert.InDelta(t, 1.0/3, m.StaleRate, 1e-9)
 	assert.InDelta(t, 0.5, m.UnsupportedRate, 1e-9)
 }
+
+func TestComparisonTable(t *testing.T) {
+	rep := func(r10, mrr float64) *Report {
+		return &Report{Suites: []SuiteReport{{Suite: "s1", Overall: Metrics{RecallProbes: 4, RecallAt: map[string]float64{"10": r10}, MRR: mrr}}}}
+	}
+	c := &Comparison{
+		Variants:  []Variant{{Name: "semantic-only", Retrievers: []string{"semantic"}}, {Name: "hybrid"}},
+		Embedders: []string{"ngram", "composite"},
+		Reports:   [][]*Report{{rep(0.5, 0.25), rep(1, 0.9)}, {rep(0.75, 0.5), rep(1, 0.95)}},
+	}
+	var b strings.Builder
+	c.WriteTable(&b)
+	out := b.String()
+	for _, want := range []string{"ngram R@10", "composite MRR", "semantic-only", "50.0%", "75.0%", "0.950"} {
+		assert.Contains(t, out, want)
+	}
+}

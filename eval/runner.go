@@ -70,6 +70,9 @@ type Options struct {
 	// reviewer before the schema's default applies (default 1s: nobody reviews in an
 	// eval, so unconfirmed inferences meet their default).
 	ReviewTimeout time.Duration
+	// Retrievers, when set, restricts every recall to these retrievers (see
+	// recall.Request.Retrievers); empty runs them all (hybrid).
+	Retrievers []string
 	// Progress receives the progress bar (nil: none).
 	Progress io.Writer
 	// Judge, when set, answers each probe that has a reference answer (except
@@ -151,6 +154,25 @@ type job struct {
 
 // Run ingests every scenario, then asks every probe, and scores the run.
 func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
+	reps, err := RunVariants(ctx, suites, opt, []Variant{{Retrievers: opt.Retrievers}})
+	if err != nil {
+		return nil, err
+	}
+	return reps[0], nil
+}
+
+// Variant is one way of asking the probes: the retrievers recall runs.
+type Variant struct {
+	Name       string
+	Retrievers []string // empty: all (hybrid)
+}
+
+// RunVariants ingests the suites once and asks every probe once per variant (same
+// memory, different retrievers), returning one report per variant in order.
+func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []Variant) ([]*Report, error) {
+	if len(variants) == 0 {
+		return nil, errors.New("eval: no variant to run")
+	}
 	if opt.K <= 0 {
 		opt.K = 10
 	}
@@ -215,7 +237,7 @@ func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
 
 	total := 0
 	for _, j := range jobs {
-		total += len(j.sc.Turns) + len(j.sc.Probes)
+		total += len(j.sc.Turns) + len(variants)*len(j.sc.Probes)
 	}
 	var bar *progressbar.ProgressBar
 	if opt.Progress != nil {
@@ -267,22 +289,31 @@ func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
 	if bar != nil {
 		bar.Describe(fmt.Sprintf("eval %s: probe", opt.Mode))
 	}
-	var probes []ProbeResult
-	for _, j := range jobs {
-		for _, p := range j.sc.Probes {
-			probes = append(probes, r.probe(ctx, j, p))
-			tick()
+	probes := make([][]ProbeResult, len(variants))
+	for vi, v := range variants {
+		for _, j := range jobs {
+			for _, p := range j.sc.Probes {
+				probes[vi] = append(probes[vi], r.probe(ctx, j, p, v.Retrievers))
+				tick()
+			}
 		}
 	}
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	rep := buildReport(opt, suites, jobs, turns, probes)
-	rep.IngestSeconds = ingestTime.Seconds()
-	if err := r.extraction(ctx, jobs, rep); err != nil {
-		return nil, err
+	reps := make([]*Report, len(variants))
+	for vi, v := range variants {
+		rep := buildReport(opt, suites, jobs, turns, probes[vi])
+		rep.IngestSeconds = ingestTime.Seconds()
+		if err := r.extraction(ctx, jobs, rep); err != nil {
+			return nil, err
+		}
+		if len(v.Retrievers) > 0 {
+			rep.Notes = append(rep.Notes, "retrievers: "+strings.Join(v.Retrievers, ", "))
+		}
+		reps[vi] = rep
 	}
-	return rep, nil
+	return reps, nil
 }
 
 func turnKey(tenant, scenario string, instance int, turn string) string {
@@ -340,14 +371,14 @@ func (r *Runner) evidenceOf(j job, turnID string) string {
 	return ""
 }
 
-func (r *Runner) probe(ctx context.Context, j job, p Probe) ProbeResult {
+func (r *Runner) probe(ctx context.Context, j job, p Probe, retrievers []string) ProbeResult {
 	sc := j.sc
 	tenant := TenantID(j.suite.Name, *sc, p.Tenant)
 	pr := ProbeResult{Suite: j.suite.Name, Scenario: scenarioLabel(*sc), Probe: p.ID, Category: p.Category, Question: p.Question}
 	req := recall.Request{
 		Principal: recall.Principal{TenantID: tenant, ID: p.User, UserID: p.User, DepartmentID: p.Department},
 		Query:     p.Question, SessionID: p.Session, TaskID: p.Task, AsOf: p.When(),
-		K: max(r.opt.K, 10), Schema: p.Schema, Purpose: "eval",
+		K: max(r.opt.K, 10), Schema: p.Schema, Purpose: "eval", Retrievers: retrievers,
 	}
 	start := time.Now()
 	resp, err := r.recaller.Recall(ctx, req)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,8 +96,11 @@ func buildRecallSQL(current bool, n, hopsMax int) string {
 		unionArms(&b, factArms, "$22", "f.id, f.embedding <=> $10::vector AS d", tf, "f.embedding IS NOT NULL", "f.embedding <=> $10::vector", n)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*n)
-	// Keyword: the small arms filter their rows (IS TRUE keeps the whole-table GIN
-	// index out of a generic plan); current TENANT facts use their own GIN index.
+	// Keyword: the facts of the user, its department and its agent (a few hundred
+	// at most) are filtered row by row (IS TRUE keeps the whole table's GIN index,
+	// whose matches for a common CJK bigram run to tens of thousands, out of the
+	// generic plan); current TENANT facts, which can be many, use their own GIN
+	// index (facts_search_tenant_gin).
 	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (")
 	kwSel := "f.id, ts_rank(f.search, to_tsquery('english', $11)) AS r"
 	if current {
@@ -107,7 +111,9 @@ func buildRecallSQL(current bool, n, hopsMax int) string {
 	}
 	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", n)
 	b.WriteString("st AS (SELECT id, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
-	unionArms(&b, factArms, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
+	stArms := slices.Clone(factArms)
+	stArms[1] += " AND f.importance >= 0" // lets facts_recall_tenant_st serve it (see the migration)
+	unionArms(&b, stArms, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
 	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", n)
 	// Graph: the user's entities the question names (by id, else by type and
 	// state), then up to $17 edges further in the user's own graph, never back

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	tlog "go.temporal.io/sdk/log"
@@ -26,6 +27,8 @@ func evalCmd() *cobra.Command {
 		judge    bool
 		keepDB   bool
 		parallel int
+		retr     []string
+		embs     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -50,13 +53,28 @@ See eval/README.md.`,
 			if err != nil {
 				return fmt.Errorf("embedder: %w", err)
 			}
+			// --embedders: the offline embedders by name, each run on its own.
+			var named []eval.NamedEmbedder
+			for _, name := range embs {
+				name = strings.TrimSpace(name)
+				if name != "ngram" && name != "composite" {
+					return fmt.Errorf("--embedders: %q (allowed: ngram, composite)", name)
+				}
+				c := cfg
+				c.EmbedBaseURL, c.Embedder = "", name
+				e, err := worker.Embedder(c)
+				if err != nil {
+					return fmt.Errorf("embedder %s: %w", name, err)
+				}
+				named = append(named, eval.NamedEmbedder{Name: name, Embedder: e})
+			}
 			gov := cfg.Governance
 			_, err = eval.Main(cmd.Context(), eval.Config{
 				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, MinCheck: minCheck == "on",
 				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel,
 				DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
-				Embedder: em, Gov: &gov, Progress: os.Stderr,
+				Embedder: em, Gov: &gov, Progress: os.Stderr, Retrievers: retr, Embedders: named,
 				Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
 			}, cmd.OutOrStdout())
 			return err
@@ -73,5 +91,8 @@ See eval/README.md.`,
 	f.BoolVar(&judge, "judge", false, "answer each question from recall and grade it with an LLM judge (needs ENGRAM_LLM_BASE_URL)")
 	f.BoolVar(&keepDB, "keep-db", false, "keep the run's database for inspection")
 	f.IntVar(&parallel, "parallel", 8, "scenarios ingested at once")
+	f.StringSliceVar(&retr, "retrievers", nil, "recall only with these retrievers (semantic, keyword, graph, structured, recent; comma separated; default all)")
+	f.StringSliceVar(&embs, "embedders", nil, "compare offline embedders (ngram, composite; comma separated): the suites once per embedder in a fresh database, "+
+		"each probe asked with --retrievers (default semantic) and hybrid, one side-by-side table of recall@10 and MRR")
 	return cmd
 }

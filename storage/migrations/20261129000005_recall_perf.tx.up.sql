@@ -13,3 +13,15 @@ CREATE INDEX IF NOT EXISTS facts_embedding_tenant_hnsw ON facts USING hnsw (embe
 -- instead of every TENANT fact of the tenant or every match in the table.
 CREATE INDEX IF NOT EXISTS facts_search_tenant_gin ON facts USING gin (search)
     WHERE status = 'ACTIVE' AND scope = 'TENANT';
+
+--bun:split
+
+-- The structured retriever over current TENANT facts reads the columns it filters
+-- and ranks by from the index alone (an index-only scan), not every row's page.
+-- "importance >= 0" always holds (a CHECK says so); only the structured statement
+-- states it, so this index can serve that statement and nothing else (the
+-- semantic one would otherwise read every TENANT fact through it and sort them
+-- instead of walking facts_embedding_tenant_hnsw).
+CREATE INDEX IF NOT EXISTS facts_recall_tenant_st ON facts (tenant_id)
+    INCLUDE (predicate, memory_type, entity_id, task_id, importance, valid_from, valid_until, id)
+    WHERE status = 'ACTIVE' AND scope = 'TENANT' AND importance >= 0;
