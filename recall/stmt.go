@@ -313,8 +313,28 @@ func (q *connQuerier) exec(ctx context.Context, sql string) error {
 }
 
 // query runs sql (prepared on this connection the first time) with args and calls
-// row for each row.
+// row for each row. A statement the server no longer has, or whose cached plan a
+// schema change made unusable, is prepared again once.
 func (q *connQuerier) query(ctx context.Context, sql string, args []any, row func(vals []driver.Value) error) error {
+	called := false
+	err := q.query1(ctx, sql, args, func(v []driver.Value) error { called = true; return row(v) })
+	if err != nil && !called && ctx.Err() == nil && isStalePrepared(err) {
+		if s, ok := q.st.stmts[sql]; ok {
+			_ = s.Close()
+			delete(q.st.stmts, sql)
+		}
+		return q.query1(ctx, sql, args, row)
+	}
+	return err
+}
+
+func isStalePrepared(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "cached plan must not change result type") ||
+		(strings.Contains(m, "prepared statement") && strings.Contains(m, "does not exist"))
+}
+
+func (q *connQuerier) query1(ctx context.Context, sql string, args []any, row func(vals []driver.Value) error) error {
 	stmt, ok := q.st.stmts[sql]
 	if !ok {
 		pc, ok := q.dc.(driver.ConnPrepareContext)

@@ -99,7 +99,12 @@ load again).`,
 			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm})
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
-			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb}
+			bare, err := storage.Open(ctx, u) // the bare queries' own pool, untouched by the engine's tuning
+			if err != nil {
+				return err
+			}
+			defer bare.Close()
+			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb, Bare: bare}
 			if explain > 0 {
 				for i := 0; i < explain && i < len(reqs); i++ {
 					plan, err := eng.Explain(ctx, reqs[i])

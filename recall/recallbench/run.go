@@ -82,6 +82,17 @@ type Runner struct {
 	Store  *storage.Store
 	Engine *recall.Engine
 	Emb    llm.Embedder
+	// Bare runs the bare queries (default Store). Give it its own pool: the
+	// engine tunes the connections it uses (hnsw.ef_search, iterative scans), and
+	// the bare queries must run with the server's defaults.
+	Bare *storage.Store
+}
+
+func (b *Runner) bare() *storage.Store {
+	if b.Bare != nil {
+		return b.Bare
+	}
+	return b.Store
 }
 
 func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error {
@@ -95,11 +106,11 @@ func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error
 			return err
 		}
 		var ids []string
-		return b.Store.DB().NewRaw(bareVecSQL, req.Principal.TenantID, pgvector.NewVector(vs[0]), req.K).Scan(ctx, &ids)
+		return b.bare().DB().NewRaw(bareVecSQL, req.Principal.TenantID, pgvector.NewVector(vs[0]), req.K).Scan(ctx, &ids)
 	case KindBareText:
 		q := storage.SearchText(req.Query)
 		var ids []string
-		return b.Store.DB().NewRaw(bareTextSQL, req.Principal.TenantID, q, q, bareTextLimit).Scan(ctx, &ids)
+		return b.bare().DB().NewRaw(bareTextSQL, req.Principal.TenantID, q, q, bareTextLimit).Scan(ctx, &ids)
 	}
 	return fmt.Errorf("unknown kind %q", kind)
 }
