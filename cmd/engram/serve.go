@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,7 +97,8 @@ gRPC-Web over HTTP/1.1 and h2c, gRPC health and reflection. Every call needs an 
 			return nil
 		},
 	}
-	def := os.Getenv("ENGRAM_ADDR")
+	// ENGRAM_ADDR is also the CLI's base URL (http://host:port): listen on its host:port.
+	def := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(os.Getenv("ENGRAM_ADDR"), "http://"), "https://"), "/")
 	if def == "" {
 		def = "127.0.0.1:8080"
 	}
