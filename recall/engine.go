@@ -64,6 +64,10 @@ type Options struct {
 	// DefaultSchema parses questions when the request names none (default general).
 	DefaultSchema string
 	AccessLog     AccessLogMode
+	// OneStatement runs every retriever in one statement on one connection; by
+	// default the semantic retrievers and the others run as two statements at
+	// once on two connections (lower latency when cores are free).
+	OneStatement bool
 	// Now is the clock (tests); default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -88,7 +92,7 @@ type Engine struct {
 	conns connStates
 	// The recall statement for current and past recall (fixed per engine).
 	sqlOnce             sync.Once
-	sqlCurrent, sqlPast string
+	sqlCurrent, sqlPast [3]string
 }
 
 type schemaEntry struct {

@@ -84,8 +84,12 @@ func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order str
 
 // buildRecallSQL is the statement for current (or past) recall with n candidates
 // per retriever.
-func buildRecallSQL(current bool, n, hopsMax int) string {
-	_ = hopsMax
+//
+// part selects the retrievers the statement returns: partAll, or partSemantic
+// (facts and evidence by vector) and partLexical (keyword, structured, graph),
+// which run at the same time on two connections. Every part defines every
+// retriever, so each binds all parameters; Postgres skips what it does not read.
+func buildRecallSQL(current bool, n int, part int) string {
 	tf := factTimeSQL(current)
 	var b strings.Builder
 	b.WriteString("WITH RECURSIVE sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
@@ -137,9 +141,17 @@ func buildRecallSQL(current bool, n, hopsMax int) string {
 		"ORDER BY e.embedding <=> $10::vector LIMIT %d) x), ", evidenceVisibleSQL, n)
 	fmt.Fprintf(&b, "ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (SELECT e.id, ts_rank(e.search, to_tsquery('english', $11)) AS r FROM evidence e WHERE $23 AND %s "+
 		"AND (e.search @@ to_tsquery('english', $11)) IS TRUE ORDER BY r DESC LIMIT %d) x), ", evidenceVisibleSQL, n)
-	b.WriteString("fc AS (SELECT id, '" + RetrieverSemantic + "' AS src, rk, d FROM sem UNION ALL SELECT id, '" + RetrieverKeyword + "', rk, NULL::float8 FROM kw " +
-		"UNION ALL SELECT id, '" + RetrieverStructured + "', rk, NULL::float8 FROM st UNION ALL SELECT id, '" + RetrieverGraph + "', rk, NULL::float8 FROM gr), ")
-	b.WriteString("ec AS (SELECT id, '" + RetrieverSemantic + "' AS src, rk, d FROM esem UNION ALL SELECT id, '" + RetrieverKeyword + "', rk, NULL::float8 FROM ekw) ")
+	var fc, ec []string
+	if part != partLexical {
+		fc = append(fc, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
+		ec = append(ec, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM esem")
+	}
+	if part != partSemantic {
+		fc = append(fc, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, NULL::float8 AS d FROM kw",
+			"SELECT id, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
+		ec = append(ec, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, NULL::float8 AS d FROM ekw")
+	}
+	b.WriteString("fc AS (" + strings.Join(fc, " UNION ALL ") + "), ec AS (" + strings.Join(ec, " UNION ALL ") + ") ")
 	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
@@ -448,11 +460,43 @@ func asTimePtr(v driver.Value) *time.Time {
 	return nil
 }
 
-// runRecallSQL runs the recall statement and splits its rows into facts and
+// Statement parts (see buildRecallSQL).
+const (
+	partAll = iota
+	partSemantic
+	partLexical
+)
+
+// runRecallSQL runs the recall statement (its two parts at once on two
+// connections unless Options.OneStatement) and splits its rows into facts and
 // evidence.
 func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]factRow, []evidenceRow, error) {
-	sql := e.recallSQL(p.current)
 	args := stmtArgs(p, on)
+	if e.opts.OneStatement {
+		return e.runPart(ctx, p, args, partAll)
+	}
+	var wg sync.WaitGroup
+	var f2 []factRow
+	var e2 []evidenceRow
+	var err2 error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f2, e2, err2 = e.runPart(ctx, p, args, partLexical)
+	}()
+	facts, evs, err := e.runPart(ctx, p, args, partSemantic)
+	wg.Wait()
+	if err == nil {
+		err = err2
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(facts, f2...), append(evs, e2...), nil
+}
+
+func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]factRow, []evidenceRow, error) {
+	sql := e.recallSQL(p.current, part)
 	var facts []factRow
 	var evs []evidenceRow
 	err := e.onConn(ctx, func(q *connQuerier) error {
@@ -489,15 +533,17 @@ func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]f
 }
 
 // recallSQL returns the (cached) statement text for current or past recall.
-func (e *Engine) recallSQL(current bool) string {
+func (e *Engine) recallSQL(current bool, part int) string {
 	e.sqlOnce.Do(func() {
-		e.sqlCurrent = buildRecallSQL(true, e.opts.CandidateLimit, e.opts.GraphHops)
-		e.sqlPast = buildRecallSQL(false, e.opts.CandidateLimit, e.opts.GraphHops)
+		for _, pt := range []int{partAll, partSemantic, partLexical} {
+			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, pt)
+			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, pt)
+		}
 	})
 	if current {
-		return e.sqlCurrent
+		return e.sqlCurrent[part]
 	}
-	return e.sqlPast
+	return e.sqlPast[part]
 }
 
 // explainRecallSQL prepares the statement under a name on one connection and
@@ -511,7 +557,7 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet) 
 	var lines []string
 	err := e.onConn(ctx, func(q *connQuerier) error {
 		_ = q.exec(ctx, "DEALLOCATE engram_recall_explain")
-		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p.current)); err != nil {
+		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p.current, partAll)); err != nil {
 			return err
 		}
 		defer func() { _ = q.exec(ctx, "DEALLOCATE engram_recall_explain") }()
