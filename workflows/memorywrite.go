@@ -110,6 +110,11 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
+	// The turn is searchable by meaning whatever extraction makes of it: what was said
+	// but never became a fact must still be found. A failed index never fails the write.
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, activities.IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}).Get(ctx, nil); err != nil {
+		logger.Warn("evidence not indexed", "error", err)
+	}
 	if ev.SessionID != "" {
 		// Working memory: the session's recent turns and rolling summary.
 		turn := activities.UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
@@ -207,7 +212,10 @@ func (w *written) commit(ctx workflow.Context, ev activities.IngestEvent, items 
 	}
 	w.res.Results = append(w.res.Results, com.Results...)
 	// Vectors are an index, not the truth: a failed index leaves the commit intact.
-	idx := activities.IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs, EvidenceIDs: []string{w.rec.EvidenceID}}
+	if len(com.FactIDs) == 0 {
+		return nil
+	}
+	idx := activities.IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs}
 	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, idx).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
 	}

@@ -290,7 +290,7 @@ func TestMemoryWriteHappyPath(t *testing.T) {
 	assert.Equal(t, "evd-k1", res.EvidenceID)
 	require.Len(t, res.Results, 2)
 	assert.Equal(t, "fact-c1", res.Results[0].FactID)
-	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "commit", "index"}, h.log)
+	assert.Equal(t, []string{"record:k1", "index", "extract", "validate", "govern:k1", "commit", "index"}, h.log)
 
 	rec := h.records[0]
 	assert.Equal(t, workflows.MemoryWriteWorkflowID("acme", "k1"), rec.WorkflowID)
@@ -300,9 +300,13 @@ func TestMemoryWriteHappyPath(t *testing.T) {
 	require.Len(t, h.commits, 1)
 	assert.Equal(t, []string{"c1", "c2"}, itemIDs(h.commits[0].Items))
 	assert.Nil(t, h.commits[0].Verdicts)
-	require.Len(t, h.indexes, 1)
-	assert.Equal(t, []string{"fact-c1", "fact-c2"}, h.indexes[0].FactIDs)
+	require.Len(t, h.indexes, 2)
+	// The turn is indexed right after record (whatever extraction makes of it), the
+	// facts after commit.
 	assert.Equal(t, []string{"evd-k1"}, h.indexes[0].EvidenceIDs)
+	assert.Empty(t, h.indexes[0].FactIDs)
+	assert.Equal(t, []string{"fact-c1", "fact-c2"}, h.indexes[1].FactIDs)
+	assert.Empty(t, h.indexes[1].EvidenceIDs)
 	assert.Empty(t, h.marks)
 	assert.NotContains(t, h.review, workflows.ReviewPending)
 	assert.Equal(t, []string{workflows.ReviewNone}, h.review)
@@ -321,7 +325,7 @@ func TestMemoryWriteIndexFailureKeepsCommit(t *testing.T) {
 	assert.Equal(t, workflows.WriteCommitted, res.Status)
 	require.Len(t, res.Results, 1)
 	assert.Equal(t, "fact-c1", res.Results[0].FactID)
-	assert.Equal(t, 1, h.called("index"))
+	assert.Equal(t, 2, h.called("index"))
 }
 
 // Validation fails once, and the second extraction is given the errors.
@@ -383,7 +387,7 @@ func TestMemoryWriteValidationFailsEveryTime(t *testing.T) {
 	assert.Equal(t, []string{"candidates[0].origin: bad 2"}, h.extracts[2].Feedback)
 	h.env.AssertActivityNotCalled(t, "Govern", mock.Anything, mock.Anything)
 	h.env.AssertActivityNotCalled(t, "Commit", mock.Anything, mock.Anything)
-	h.env.AssertActivityNotCalled(t, "Index", mock.Anything, mock.Anything)
+	assert.Equal(t, 1, h.called("index"), "only the turn is indexed: it stays findable though nothing was extracted")
 }
 
 // The default bound is 3 attempts.
@@ -525,7 +529,11 @@ func TestMemoryWriteReviewSignal(t *testing.T) {
 			assert.Equal(t, tc.status, res.Results[1].Status)
 			assert.Equal(t, "alice", res.Results[1].Reviewer)
 			assert.Equal(t, []string{workflows.ReviewNone, workflows.ReviewPending, workflows.ReviewDone}, h.review)
-			assert.Equal(t, 2, h.called("index"))
+			wantIndex := 3 // the turn, the trusted fact, the reviewed fact
+			if tc.status != memory.CandidateAccepted {
+				wantIndex = 2 // a rejected candidate has no fact to index
+			}
+			assert.Equal(t, wantIndex, h.called("index"))
 		})
 	}
 }
@@ -765,7 +773,7 @@ func TestMemoryWritePauseBeforeCommit(t *testing.T) {
 	res := h.run(in)
 
 	assert.Equal(t, workflows.WriteCommitted, res.Status)
-	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "timer", "commit", "index"}, h.log)
+	assert.Equal(t, []string{"record:k1", "index", "extract", "validate", "govern:k1", "timer", "commit", "index"}, h.log)
 	require.Len(t, h.commitAt, 1)
 	assert.GreaterOrEqual(t, h.commitAt[0].Sub(h.started), 10*time.Minute)
 	assert.Less(t, time.Since(start), 5*time.Second)
