@@ -155,10 +155,10 @@ func buildRecallSQL(current bool, n int, part int) string {
 	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
-		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker " +
+		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id " +
 		"FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id " +
 		"UNION ALL SELECT 'e', ec.src, ec.rk, ec.d, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
-		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker " +
+		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id " +
 		"FROM ec JOIN evidence e ON e.tenant_id = $1 AND e.id = ec.id")
 	return b.String()
 }
@@ -501,6 +501,15 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]f
 	var evs []evidenceRow
 	err := e.onConn(ctx, func(q *connQuerier) error {
 		return q.query(ctx, sql, args, func(v []driver.Value) error {
+			// Content may be sealed at rest (ENGRAM_ENCRYPTION_KEY): open it here, where
+			// it leaves the database; a wrong key is an error, never garbage.
+			if kid := asString(v[29]); kid != "" {
+				clear, err := e.store.DecryptContent(kid, asString(v[17]))
+				if err != nil {
+					return err
+				}
+				v[17] = clear
+			}
 			var d *float64
 			if v[3] != nil {
 				f := asFloat(v[3])
