@@ -128,6 +128,20 @@ func schemaCmd() *cobra.Command {
 	return cmd
 }
 
+// maintenanceClient reads the maintenance configuration and dials Temporal.
+func maintenanceClient() (maintenance.Config, client.Client, error) {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return maintenance.Config{}, nil, err
+	}
+	mc, err := maintenance.ConfigFromEnv(cfg.TaskQueue)
+	if err != nil {
+		return mc, nil, err
+	}
+	c, err := dialTemporal(cfg)
+	return mc, c, err
+}
+
 // maintenanceCmd is `engram maintenance`: create the schedules or run one now.
 func maintenanceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "maintenance", Short: "Memory maintenance schedules (expiry, decay, consolidation, schema report)"}
@@ -136,15 +150,7 @@ func maintenanceCmd() *cobra.Command {
 		Short: "Create or update the maintenance schedules from ENGRAM_MAINT_* (workers do this at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
-			if err != nil {
-				return err
-			}
-			mc, err := maintenance.ConfigFromEnv(cfg.TaskQueue)
-			if err != nil {
-				return err
-			}
-			c, err := dialTemporal(cfg)
+			mc, c, err := maintenanceClient()
 			if err != nil {
 				return err
 			}
@@ -163,15 +169,7 @@ func maintenanceCmd() *cobra.Command {
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: maintenance.ScheduleNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.FromEnv()
-			if err != nil {
-				return err
-			}
-			mc, err := maintenance.ConfigFromEnv(cfg.TaskQueue)
-			if err != nil {
-				return err
-			}
-			c, err := dialTemporal(cfg)
+			mc, c, err := maintenanceClient()
 			if err != nil {
 				return err
 			}
