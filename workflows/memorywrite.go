@@ -29,6 +29,16 @@ func dbActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
+func localActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second,
+			MaximumAttempts: 10, NonRetryableErrorTypes: activities.NonRetryable,
+		},
+	})
+}
+
 func extractActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 90 * time.Second, // one LLM call, with the client's own timeout inside
@@ -110,21 +120,30 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
-	// The turn is searchable by meaning whatever extraction makes of it: what was said
-	// but never became a fact must still be found. A failed index never fails the write.
-	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, activities.IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}).Get(ctx, nil); err != nil {
-		logger.Warn("evidence not indexed", "error", err)
-	}
+	// The turn is indexed and added to the session's working memory while extraction
+	// runs: neither blocks the write, and both are settled before it returns. The turn
+	// is searchable by meaning whatever extraction makes of it (what was said but never
+	// became a fact must still be found); a session that cannot take the turn (it
+	// belongs to another user) never fails the write.
+	side := []struct {
+		what string
+		f    workflow.Future
+	}{{"evidence index", workflow.ExecuteActivity(dbActivity(ctx), a.Index, activities.IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}})}}
 	if ev.SessionID != "" {
-		// Working memory: the session's recent turns and rolling summary.
 		turn := activities.UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
 			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
-		// Working memory is a convenience: a session that cannot take the turn (e.g. it
-		// belongs to another user) never blocks the write itself.
-		if err := workflow.ExecuteActivity(dbActivity(ctx), a.UpdateSession, turn).Get(ctx, nil); err != nil {
-			logger.Warn("session not updated", "session_id", ev.SessionID, "error", err)
-		}
+		side = append(side, struct {
+			what string
+			f    workflow.Future
+		}{"session", workflow.ExecuteActivity(dbActivity(ctx), a.UpdateSession, turn)})
 	}
+	defer func() {
+		for _, sd := range side {
+			if err := sd.f.Get(ctx, nil); err != nil {
+				logger.Warn(sd.what+" not updated", "error", err)
+			}
+		}
+	}()
 	markUnparsed := func(reason string) (*written, error) {
 		w.res.Status, w.res.Reason = WriteUnparsed, reason
 		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, activities.MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "UNPARSED", Reason: reason}).Get(ctx, nil)
@@ -143,7 +162,9 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 			return markUnparsed(fmt.Sprintf("extractor failed: %v", rootMessage(err)))
 		}
 		var v activities.ValidateResult
-		if err := workflow.ExecuteActivity(dbActivity(ctx), a.Validate, activities.ValidateInput{Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
+		// Validation is a pure function of the schema and the output: a local activity,
+		// no round trip through the server.
+		if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.Validate, activities.ValidateInput{Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
 			return w, err
 		}
 		if len(v.Errors) == 0 {
