@@ -39,8 +39,9 @@ var NonRetryable = []string{ErrTypeBadInput, ErrTypeIdempotencyConflict, ErrType
 // SchemaSource resolves a schema by name.
 type SchemaSource func(ctx context.Context, name string) (*schema.Schema, error)
 
-// BuiltinSchemas resolves only the built-in schemas.
-func BuiltinSchemas(_ context.Context, name string) (*schema.Schema, error) {
+// BuiltinSchemas resolves only the built-in schemas (a "@version" suffix is ignored).
+func BuiltinSchemas(_ context.Context, ref string) (*schema.Schema, error) {
+	name, _ := SplitSchemaRef(ref)
 	return schema.Builtin(name)
 }
 
@@ -129,6 +130,9 @@ type RecordResult struct {
 	// Stored is the evidence text as stored and indexed (after redaction), when it
 	// differs from the event's content.
 	Stored string `json:"stored,omitempty"`
+	// Schema is the schema reference the rest of the write uses ("travel@3" for a
+	// tenant's stored version, the built-in name otherwise).
+	Schema string `json:"schema,omitempty"`
 }
 
 // Text is what later steps should read: the stored (redacted) text when there is one.
@@ -148,7 +152,11 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if err := e.Validate(); err != nil {
 		return RecordResult{}, badWriteInput(err)
 	}
-	if _, err := a.Schemas(ctx, e.Schema); err != nil {
+	pinned, err := a.pinSchema(ctx, e.TenantID, e.Schema)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if _, err := a.schemaFor(ctx, e.TenantID, pinned); err != nil {
 		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), ErrTypeUnknownSchema, err)
 	}
 	if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
@@ -193,7 +201,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 			return RecordResult{}, err
 		}
 	}
-	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created}
+	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned}
 	if prot.Redacted != e.Content {
 		res.Stored = prot.Redacted
 	}
@@ -242,7 +250,7 @@ type ExtractInput struct {
 // Extract asks the configured extractor for candidates. Transient LLM failures are
 // retried by the activity's retry policy; a request the endpoint refuses is not.
 func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.ExtractOutput, error) {
-	s, err := a.Schemas(ctx, in.Event.Schema)
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
 	if err != nil {
 		return llm.ExtractOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}
@@ -293,8 +301,9 @@ func heartbeatEvery(ctx context.Context, d time.Duration) (stop func()) {
 
 // ValidateInput is the Validate activity's input.
 type ValidateInput struct {
-	Schema string `json:"schema"`
-	Raw    string `json:"raw"`
+	TenantID string `json:"tenant_id,omitempty"`
+	Schema   string `json:"schema"`
+	Raw      string `json:"raw"`
 }
 
 // ValidateResult holds the valid candidates or the errors to feed back.
@@ -305,7 +314,7 @@ type ValidateResult struct {
 
 // Validate checks the extractor's raw output against the schema.
 func (a *MemoryActivities) Validate(ctx context.Context, in ValidateInput) (ValidateResult, error) {
-	s, err := a.Schemas(ctx, in.Schema)
+	s, err := a.schemaFor(ctx, in.TenantID, in.Schema)
 	if err != nil {
 		return ValidateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}
@@ -404,7 +413,7 @@ func (a *MemoryActivities) loadExisting(ctx context.Context, db bun.IDB, tenantI
 // Govern decides each candidate against stored memory and records the candidates
 // (with their evidence links) so pending reviews are visible in Postgres.
 func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernResult, error) {
-	s, err := a.Schemas(ctx, in.Event.Schema)
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
 	if err != nil {
 		return GovernResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}
@@ -535,7 +544,7 @@ type CommitResult struct {
 func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitResult, error) {
 	tenant := in.Event.TenantID
 	var out CommitResult
-	s, err := a.Schemas(ctx, in.Event.Schema)
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
 	if err != nil {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnknownSchema, err)
 	}

@@ -66,7 +66,7 @@ func validUUID(field, v string) error {
 // eventIn checks one event of a request and returns it as the write path's input.
 // An event without occurred_at gets now; sameRetryTime later replaces that by the
 // stored time when the key was seen before, so a retry hashes the same.
-func (s *memoryServer) eventIn(p *Principal, prefix string, e *engramv1.Event, now time.Time) (activities.IngestEvent, error) {
+func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (activities.IngestEvent, error) {
 	var out activities.IngestEvent
 	if e == nil {
 		return out, fieldErr(strings.TrimSuffix(prefix, "."), "is missing")
@@ -119,7 +119,13 @@ func (s *memoryServer) eventIn(p *Principal, prefix string, e *engramv1.Event, n
 		sc = "general"
 	}
 	if _, err := schema.Builtin(sc); err != nil {
-		return out, fieldErr(prefix+"schema", fmt.Sprintf("unknown schema %q (allowed: %s)", sc, strings.Join(schema.BuiltinNames(), ", ")))
+		// Not a built-in: the tenant may have stored it with PutSchema.
+		if _, serr := s.Store.GetSchema(ctx, p.TenantID, sc, 0); serr != nil {
+			if !errors.Is(serr, storage.ErrNotFound) {
+				return out, fmt.Errorf("look up schema: %w", serr)
+			}
+			return out, fieldErr(prefix+"schema", fmt.Sprintf("unknown schema %q (built-in: %s; or one stored with PutSchema)", sc, strings.Join(schema.BuiltinNames(), ", ")))
+		}
 	}
 	var payload json.RawMessage
 	if e.Payload != nil && len(e.Payload.Fields) > 0 {
@@ -175,7 +181,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 	case m.Event == nil && len(m.Events) == 0:
 		return nil, fieldErr("event", "is missing (or send a batch in events)")
 	case m.Event != nil:
-		ev, err := s.eventIn(p, "event.", m.Event, now)
+		ev, err := s.eventIn(ctx, p, "event.", m.Event, now)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +203,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 	seen := map[string]int{}
 	for i, e := range m.Events {
 		prefix := fmt.Sprintf("events[%d].", i)
-		if evs[i], err = s.eventIn(p, prefix, e, now); err != nil {
+		if evs[i], err = s.eventIn(ctx, p, prefix, e, now); err != nil {
 			return nil, err
 		}
 		if j, dup := seen[evs[i].IdempotencyKey]; dup {

@@ -124,7 +124,7 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)
 	RegisterMemory(w, &activities.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: em, Schemas: activities.BuiltinSchemas, Gov: cfg.Governance, Logger: log,
+		Store: st, Extractor: ex, Embedder: em, Schemas: activities.StoredSchemas(st), Gov: cfg.Governance, Logger: log,
 	})
 	RegisterTasks(w, &activities.TaskActivities{
 		HTTP: activities.NewActionHTTPClient(), ActionEndpoint: cfg.ActionURL, Store: st, Log: log,

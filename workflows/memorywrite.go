@@ -79,7 +79,7 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
-		if err := w.commit(ctx, ev, w.pending, rv.verdicts); err != nil {
+		if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
 			return w.res, err
 		}
 	}
@@ -98,6 +98,7 @@ func withDefaults(in MemoryWriteInput) MemoryWriteInput {
 
 // written is one event's progress through the write path.
 type written struct {
+	ev      activities.IngestEvent // the event as the write uses it (schema pinned)
 	rec     activities.RecordResult
 	res     MemoryWriteResult
 	pending []pendingItem
@@ -120,6 +121,12 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
+	if w.rec.Schema != "" {
+		// The schema version is pinned at record: a PutSchema while this write runs
+		// (or waits days for review) does not change its rules.
+		ev.Schema = w.rec.Schema
+	}
+	w.ev = ev
 	// The turn is indexed and added to the session's working memory while extraction
 	// runs: neither blocks the write, and both are settled before it returns. The turn
 	// is searchable by meaning whatever extraction makes of it (what was said but never
@@ -164,7 +171,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev activities.IngestE
 		var v activities.ValidateResult
 		// Validation is a pure function of the schema and the output: a local activity,
 		// no round trip through the server.
-		if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.Validate, activities.ValidateInput{Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
+		if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.Validate, activities.ValidateInput{TenantID: ev.TenantID, Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
 			return w, err
 		}
 		if len(v.Errors) == 0 {

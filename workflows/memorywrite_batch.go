@@ -110,11 +110,11 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 		if err := awaitReview(ctx, rv, opts.ReviewTimeout); err != nil {
 			return out, err
 		}
-		for i, w := range ws {
+		for _, w := range ws {
 			if len(w.pending) == 0 {
 				continue
 			}
-			if err := w.commit(ctx, in.Events[i], w.pending, rv.verdicts); err != nil {
+			if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
 				return out, err
 			}
 			out.Reviewed += len(w.pending)

@@ -352,8 +352,8 @@ func TestMemoryWriteValidationRetryFeedsErrorsBack(t *testing.T) {
 		Return(llm.ExtractOutput{Raw: "bad"}, nil).Once()
 	h.env.OnActivity(wa.Extract, mock.Anything, mock.MatchedBy(func(in activities.ExtractInput) bool { return reflect.DeepEqual(in.Feedback, errs) })).
 		Return(llm.ExtractOutput{Raw: "good"}, nil).Once()
-	h.env.OnActivity(wa.Validate, mock.Anything, activities.ValidateInput{Schema: "general", Raw: "bad"}).Return(activities.ValidateResult{Errors: errs}, nil).Once()
-	h.env.OnActivity(wa.Validate, mock.Anything, activities.ValidateInput{Schema: "general", Raw: "good"}).
+	h.env.OnActivity(wa.Validate, mock.Anything, activities.ValidateInput{TenantID: "acme", Schema: "general", Raw: "bad"}).Return(activities.ValidateResult{Errors: errs}, nil).Once()
+	h.env.OnActivity(wa.Validate, mock.Anything, activities.ValidateInput{TenantID: "acme", Schema: "general", Raw: "good"}).
 		Return(activities.ValidateResult{Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}, nil).Once()
 	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
 

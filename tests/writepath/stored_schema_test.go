@@ -1,0 +1,76 @@
+package writepath
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/worker"
+	"github.com/engramhq/engram/workflows"
+)
+
+const petsSchema = `
+name: pets
+version: 1
+description: What a user tells about their pets.
+extends: general
+predicates:
+  - name: pet_name
+    description: The name of the user's pet.
+    memory_type: FACT
+    value_type: string
+    scopes: [USER]
+    examples:
+      - {text: "我的猫叫年糕", object: "年糕", scope: USER, origin: STATED}
+    patterns:
+      - lang: zh
+        regex: '我的(?:猫|狗)叫(?P<value>[\p{Han}A-Za-z]+)'
+        confidence: 0.9
+`
+
+// A tenant's schema stored with PutSchema drives the write path for that tenant
+// only: its patterns extract, its version is recorded on the fact, and another
+// tenant using the same name gets the built-in behaviour (here: no such schema).
+func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
+	_, err := schema.Load([]byte(petsSchema))
+	require.NoError(t, err, "the test's schema is valid")
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	q := testenv.TaskQueue(t)
+	w := tworker.New(c, q, tworker.Options{})
+	worker.RegisterMemory(w, &activities.MemoryActivities{
+		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Schemas: activities.StoredSchemas(st), Gov: governance.DefaultConfig(),
+	})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	e := &env{t: t, st: st, c: c, queue: q}
+	ctx := context.Background()
+	for i := 0; i < 2; i++ { // two versions: the write pins the latest
+		require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
+	}
+
+	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
+	require.Equal(t, workflows.WriteCommitted, r.Status, r.Reason)
+	f := find(e.active("t1", "u1"), "pet_name", memory.ScopeUser)
+	require.NotNil(t, f)
+	assert.Equal(t, "年糕", f.Object)
+	assert.Equal(t, "pets", f.SchemaName)
+	assert.Equal(t, 2, f.SchemaVersion, "the fact records the stored version it was written under")
+
+	// Tenant t2 has no schema "pets": the write is refused as bad input, nothing stored.
+	err = e.start(workflows.MemoryWriteInput{Event: event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pets")
+	assert.Equal(t, 0, e.count("events", "tenant_id = 't2'"))
+}
