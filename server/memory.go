@@ -14,7 +14,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -531,26 +530,28 @@ func orEmptyJSON(b json.RawMessage) json.RawMessage {
 // visible narrows a fact query to what p may read: its whole tenant, or for an
 // agent key restricted to some users, those users' facts and the tenant-wide,
 // department-wide (its department) and agent-wide (its agent) facts without a user.
-func visible(q *bun.SelectQuery, p *Principal) *bun.SelectQuery {
-	q = q.Where("tenant_id = ?", p.TenantID)
+// restrictTo narrows fact queries (already filtered by tenant in storage) to what a
+// restricted key may read: its users' facts and the shared facts of its tenant,
+// department or agent. nil when the key may read the whole tenant.
+func restrictTo(p *Principal) func(*bun.SelectQuery) *bun.SelectQuery {
 	if !p.Restricted() {
-		return q
+		return nil
 	}
-	return q.Where("(user_id IN (?) OR (user_id = '' AND (scope = 'TENANT' OR (scope = 'DEPARTMENT' AND department_id <> '' AND department_id = ?) OR (scope = 'AGENT' AND agent_id <> '' AND agent_id = ?))))",
-		bun.In(p.Users()), p.DepartmentID, p.AgentID)
+	return func(q *bun.SelectQuery) *bun.SelectQuery {
+		return q.Where("(user_id IN (?) OR (user_id = '' AND (scope = 'TENANT' OR (scope = 'DEPARTMENT' AND department_id <> '' AND department_id = ?) OR (scope = 'AGENT' AND agent_id <> '' AND agent_id = ?))))",
+			bun.In(p.Users()), p.DepartmentID, p.AgentID)
+	}
 }
 
 func (s *memoryServer) logAccess(ctx context.Context, p *Principal, purpose, user, query string, facts []storage.Fact) {
+	if len(facts) == 0 {
+		return
+	}
 	ids := make([]string, 0, len(facts))
 	for _, f := range facts {
 		ids = append(ids, f.ID)
 	}
-	if len(ids) == 0 {
-		return
-	}
-	_, err := s.Store.DB().NewRaw("INSERT INTO access_log (tenant_id, principal, purpose, user_id, query, fact_ids) VALUES (?, ?, ?, ?, ?, ?::uuid[])",
-		p.TenantID, p.Name, purpose, user, query, pgdialect.Array(ids)).Exec(ctx)
-	if err != nil {
+	if err := s.Store.LogAccess(ctx, p.TenantID, p.Name, purpose, user, query, ids, nil); err != nil {
 		s.Logger.WarnContext(ctx, "access log write failed", "tenant", p.TenantID, "error", err)
 	}
 }
@@ -563,14 +564,14 @@ func (s *memoryServer) GetFact(ctx context.Context, req *connect.Request[engramv
 	if err := validUUID("fact_id", req.Msg.FactId); err != nil {
 		return nil, err
 	}
-	var f storage.Fact
-	err = visible(s.Store.DB().NewSelect().Model(&f).ExcludeColumn("embedding"), p).Where("id = ?", req.Msg.FactId).Scan(ctx)
+	found, err := s.Store.ListFacts(ctx, p.TenantID, storage.FactFilter{ID: req.Msg.FactId, Restrict: restrictTo(p), Limit: 1})
 	if err != nil {
-		if isNoRows(err) {
-			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", req.Msg.FactId))
-		}
 		return nil, toConnect(ctx, fmt.Errorf("load fact: %w", err))
 	}
+	if len(found) == 0 {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", req.Msg.FactId))
+	}
+	f := found[0]
 	ev, err := s.Store.FactEvidenceIDs(ctx, p.TenantID, f.ID)
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("load fact evidence: %w", err))
@@ -599,39 +600,22 @@ func (s *memoryServer) ListFacts(ctx context.Context, req *connect.Request[engra
 	if m.UserId != "" && !p.MayActFor(m.UserId) {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("user_id: the key of %q may not read user %q", p.Name, m.UserId))
 	}
-	var facts []storage.Fact
-	q := visible(s.Store.DB().NewSelect().Model(&facts).ExcludeColumn("embedding"), p)
-	if m.UserId != "" {
-		q = q.Where("user_id = ?", m.UserId)
-	}
-	if m.TaskId != "" {
-		q = q.Where("task_id = ?", m.TaskId)
-	}
-	if m.MemoryKey != "" {
-		q = q.Where("memory_key = ?", m.MemoryKey)
-	}
-	if m.Predicate != "" {
-		q = q.Where("predicate = ?", m.Predicate)
-	}
+	ff := storage.FactFilter{UserID: m.UserId, TaskID: m.TaskId, MemoryKey: m.MemoryKey, Predicate: m.Predicate, Limit: limit, Restrict: restrictTo(p)}
 	if m.Scope != 0 {
-		sc := scopeIn(m.Scope)
-		if !sc.Valid() {
+		ff.Scope = scopeIn(m.Scope)
+		if !ff.Scope.Valid() {
 			return nil, fieldErr("scope", fmt.Sprintf("unknown value %d", m.Scope))
 		}
-		q = q.Where("scope = ?", sc)
 	}
-	var statuses []memory.FactStatus
 	for i, st := range m.Statuses {
 		fs := factStatusIn(st)
 		if !fs.Valid() {
 			return nil, fieldErr(fmt.Sprintf("statuses[%d]", i), fmt.Sprintf("unknown value %d", st))
 		}
-		statuses = append(statuses, fs)
+		ff.Statuses = append(ff.Statuses, fs)
 	}
-	if len(statuses) > 0 {
-		q = q.Where("status IN (?)", bun.In(statuses))
-	}
-	if err := q.Order("recorded_at DESC", "revision DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+	facts, err := s.Store.ListFacts(ctx, p.TenantID, ff)
+	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("list facts: %w", err))
 	}
 	s.logAccess(ctx, p, "api:ListFacts", m.UserId, "", facts)
@@ -651,9 +635,7 @@ func (s *memoryServer) FactHistory(ctx context.Context, req *connect.Request[eng
 	if key == "" {
 		return nil, fieldErr("memory_key", "is empty")
 	}
-	var facts []storage.Fact
-	err = visible(s.Store.DB().NewSelect().Model(&facts).ExcludeColumn("embedding"), p).
-		Where("memory_key = ?", key).Order("valid_from ASC", "revision ASC").Scan(ctx)
+	facts, err := s.Store.FactHistoryRestricted(ctx, p.TenantID, key, restrictTo(p))
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("fact history: %w", err))
 	}

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/rand"
+	"github.com/engramhq/engram/privacy"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -612,4 +614,45 @@ func TestForgetStartsErasure(t *testing.T) {
 	d, err := e.tc.DescribeWorkflowExecution(ctx, res.Msg.WorkflowId, "")
 	require.NoError(t, err)
 	assert.Equal(t, "EraseSubject", d.WorkflowExecutionInfo.Type.Name)
+}
+
+// With encryption at rest on, fact rows hold sealed text; the API's reads (GetFact,
+// ListFacts, FactHistory) return clear text, and a retried ingest with the same
+// content is still recognised.
+func TestReadsDecryptSealedFacts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	key := make([]byte, 32)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	kr, err := privacy.NewKeyring("k1", map[string][]byte{"k1": key})
+	require.NoError(t, err)
+	require.NoError(t, e.st.SetProtection(storage.Protection{Keyring: kr}))
+	agent := e.client("agentA")
+	ev := &engramv1.Event{IdempotencyKey: "sealed-1", UserId: "u1", Content: "我以后尽量都坐直飞", Schema: "travel", OccurredAt: timestamppb.New(base)}
+	r, err := agent.Ingest(ctx, ev, client.Wait())
+	require.NoError(t, err)
+	require.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, r.Status, r.Reason)
+	again, err := agent.Ingest(ctx, ev, client.Wait())
+	require.NoError(t, err, "a retry hashes the same sealed content")
+	assert.Equal(t, r.EventId, again.EventId)
+
+	var sealed int
+	require.NoError(t, e.st.DB().NewRaw("SELECT count(*) FROM facts WHERE id = ? AND key_id = 'k1' AND content LIKE 'ev1:%'", r.Outcomes[0].FactId).Scan(ctx, &sealed))
+	require.Equal(t, 1, sealed, "the row is sealed at rest")
+
+	f, err := agent.GetFact(ctx, r.Outcomes[0].FactId)
+	require.NoError(t, err)
+	assert.NotContains(t, f.Content, "ev1:")
+	assert.Contains(t, f.Content, "direct")
+	list, err := agent.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u1"})
+	require.NoError(t, err)
+	require.NotEmpty(t, list)
+	for _, x := range list {
+		assert.NotContains(t, x.Content, "ev1:")
+	}
+	h, err := agent.FactHistory(ctx, f.MemoryKey)
+	require.NoError(t, err)
+	require.NotEmpty(t, h)
+	assert.Equal(t, f.Content, h[len(h)-1].Content)
 }

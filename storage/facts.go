@@ -304,14 +304,22 @@ func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*Fact, error)
 
 // FactHistory returns every revision of a memory key, oldest first by validity.
 func (s *Store) FactHistory(ctx context.Context, tenantID, memoryKey string) ([]Fact, error) {
+	return s.FactHistoryRestricted(ctx, tenantID, memoryKey, nil)
+}
+
+// FactHistoryRestricted is FactHistory limited further by restrict (e.g. to the
+// users an API key may read); nil restricts nothing beyond the tenant.
+func (s *Store) FactHistoryRestricted(ctx context.Context, tenantID, memoryKey string, restrict func(*bun.SelectQuery) *bun.SelectQuery) ([]Fact, error) {
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
 	}
 	var out []Fact
-	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey).
-		Order("valid_from ASC", "revision ASC").Scan(ctx)
-	if err != nil {
+	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey)
+	if restrict != nil {
+		q = restrict(q)
+	}
+	if err := q.Order("valid_from ASC", "revision ASC").Scan(ctx); err != nil {
 		return nil, err
 	}
 	return out, s.DecryptFacts(out)
@@ -319,6 +327,7 @@ func (s *Store) FactHistory(ctx context.Context, tenantID, memoryKey string) ([]
 
 // FactFilter narrows fact listings. Empty fields do not filter.
 type FactFilter struct {
+	ID        string
 	UserID    string
 	TaskID    string
 	MemoryKey string
@@ -326,9 +335,17 @@ type FactFilter struct {
 	Scope     memory.Scope
 	Statuses  []memory.FactStatus
 	Limit     int
+	// Restrict, when set, narrows the query further (an API key's readable users).
+	Restrict func(*bun.SelectQuery) *bun.SelectQuery
 }
 
 func (ff FactFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
+	if ff.ID != "" {
+		q = q.Where("id = ?", ff.ID)
+	}
+	if ff.Restrict != nil {
+		q = ff.Restrict(q)
+	}
 	if ff.UserID != "" {
 		q = q.Where("user_id = ?", ff.UserID)
 	}
