@@ -443,7 +443,7 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 				}
 				g.Decision = governance.Decide(a.Gov, p, existing)
 			}
-			if err := storage.UpsertCandidate(ctx, tx, in.Event.TenantID, candidateRow(in, g)); err != nil {
+			if err := storage.UpsertCandidate(ctx, tx, in.Event.TenantID, candidateRow(in, g, s)); err != nil {
 				return err
 			}
 			if err := storage.LinkCandidateEvidence(ctx, tx, in.Event.TenantID, g.CandidateID, in.EvidenceID, memory.RelSupport); err != nil {
@@ -464,7 +464,7 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 	return res, err
 }
 
-func candidateRow(in GovernInput, g Governed) *storage.Candidate {
+func candidateRow(in GovernInput, g Governed, sc *schema.Schema) *storage.Candidate {
 	c := g.Candidate
 	attrs, _ := json.Marshal(c.Attributes)
 	rels, _ := json.Marshal(c.Relations)
@@ -487,7 +487,7 @@ func candidateRow(in GovernInput, g Governed) *storage.Candidate {
 		MemoryKey: g.Proposal.MemoryKey, Subject: c.Subject, Predicate: c.Predicate, Object: c.Object, Content: c.Content,
 		EntityType: c.EntityType, EntityID: c.EntityID, Attributes: attrs, Relations: rels,
 		Confidence: clamp01(c.Confidence), Origin: c.Origin, Retraction: c.Retraction,
-		Extractor: c.Extractor, ExtractorVersion: c.Version, SchemaName: in.Event.Schema,
+		Extractor: c.Extractor, ExtractorVersion: c.Version, SchemaName: sc.Name, SchemaVersion: sc.Version,
 		ValidFrom: c.ValidFrom, ValidUntil: c.ValidUntil,
 		Status: g.Decision.Status, Action: string(g.Decision.Action), Reason: g.Decision.Reason,
 	}
@@ -616,7 +616,7 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	tenant := in.Event.TenantID
 	d := it.Decision
 	res := CommittedResult{CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey}
-	row := candidateRow(GovernInput{Event: in.Event, EventID: in.EventID, WorkflowID: in.WorkflowID}, it)
+	row := candidateRow(GovernInput{Event: in.Event, EventID: in.EventID, WorkflowID: in.WorkflowID}, it, s)
 	if it.Proposal.MemoryKey != "" && d.Status != memory.CandidateRejected {
 		existing, err := a.loadExisting(ctx, tx, tenant, in.Event.UserID, it.Proposal)
 		if err != nil {

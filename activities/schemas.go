@@ -24,11 +24,19 @@ func tenantFrom(ctx context.Context) string {
 	return t
 }
 
-// SplitSchemaRef splits "travel@3" into name and version (0: none given).
+// builtinSuffix pins a write to the built-in schema of that name ("travel@builtin"),
+// so later steps resolve it without asking the database.
+const builtinSuffix = "@builtin"
+
+// SplitSchemaRef splits "travel@3" into name and version (0: none given; also for
+// "travel@builtin").
 func SplitSchemaRef(ref string) (string, int) {
 	name, v, ok := strings.Cut(ref, "@")
 	if !ok {
 		return ref, 0
+	}
+	if "@"+v == builtinSuffix {
+		return name, 0
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -45,6 +53,9 @@ func StoredSchemas(st *storage.Store) SchemaSource {
 	var cache sync.Map
 	return func(ctx context.Context, ref string) (*schema.Schema, error) {
 		name, version := SplitSchemaRef(ref)
+		if strings.HasSuffix(ref, builtinSuffix) {
+			return schema.Builtin(name)
+		}
 		tenant := tenantFrom(ctx)
 		if tenant != "" && st != nil {
 			if version > 0 {
@@ -77,15 +88,19 @@ func StoredSchemas(st *storage.Store) SchemaSource {
 }
 
 // pinSchema returns the reference a write keeps using from record to commit: the
-// tenant's latest stored version ("travel@3") or the built-in name, so a PutSchema
-// while a write waits for review does not change the rules under it.
+// tenant's latest stored version ("travel@3") or the built-in ("travel@builtin"), so
+// a PutSchema while a write waits for review does not change the rules under it, and
+// no later step looks the schema up again.
 func (a *MemoryActivities) pinSchema(ctx context.Context, tenantID, name string) (string, error) {
 	if _, v := SplitSchemaRef(name); v > 0 {
 		return name, nil
 	}
+	if strings.HasSuffix(name, builtinSuffix) {
+		return name, nil
+	}
 	sc, err := a.Store.GetSchema(ctx, tenantID, name, 0)
 	if errors.Is(err, storage.ErrNotFound) {
-		return name, nil
+		return name + builtinSuffix, nil
 	}
 	if err != nil {
 		return "", err

@@ -67,6 +67,8 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	assert.Equal(t, "年糕", f.Object)
 	assert.Equal(t, "pets", f.SchemaName)
 	assert.Equal(t, 2, f.SchemaVersion, "the fact records the stored version it was written under")
+	assert.Equal(t, 1, e.count("candidates", "tenant_id = 't1' AND schema_name = 'pets' AND schema_version = 2"),
+		"candidates carry the bare name and version, so the schema report groups them")
 
 	// Tenant t2 has no schema "pets": the write is refused as bad input, nothing stored.
 	err = e.start(workflows.MemoryWriteInput{Event: event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
