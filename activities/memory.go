@@ -228,6 +228,33 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	return res, nil
 }
 
+// SpeakerOf is who said an event: the person an actor id names when a user's event
+// was said by someone other than the user (a conversation between two people kept
+// under one user id), else the actor type ("USER", "AGENT", …).
+func SpeakerOf(e IngestEvent) string {
+	if (e.ActorType == "" || e.ActorType == "USER") && strings.TrimSpace(e.ActorID) != "" && e.ActorID != e.UserID {
+		return strings.TrimSpace(e.ActorID)
+	}
+	return e.ActorType
+}
+
+// speakerSubject makes what a named speaker said about "the user" a memory about the
+// speaker, whichever extractor proposed it: two people talking never blend into one
+// subject. Entity subjects ("Order:1") and collective ones are kept.
+func speakerSubject(c memory.Candidate, e IngestEvent) memory.Candidate {
+	name := llm.SpeakerSubject(SpeakerOf(e))
+	if name == "user" {
+		return c
+	}
+	if sub := strings.ToLower(strings.TrimSpace(c.Subject)); sub == "" || sub == "user" || sub == "speaker" || sub == strings.ToLower(name) {
+		c.Subject = name
+		if c.Content != "" && strings.HasPrefix(c.Content, "user ") {
+			c.Content = name + c.Content[len("user"):]
+		}
+	}
+	return c
+}
+
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -257,7 +284,7 @@ func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.Ex
 	stop := heartbeatEvery(ctx, 3*time.Second)
 	defer stop()
 	out, err := a.Extractor.Extract(ctx, s, llm.ExtractInput{
-		Text: firstNonEmpty(in.Text, in.Event.Content), OccurredAt: in.Event.OccurredAt, Speaker: in.Event.ActorType,
+		Text: firstNonEmpty(in.Text, in.Event.Content), OccurredAt: in.Event.OccurredAt, Speaker: SpeakerOf(in.Event),
 		UserID: in.Event.UserID, DepartmentID: in.Event.DepartmentID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
 		Recent: in.Recent, Known: in.Known, Feedback: in.Feedback,
 	})
@@ -420,6 +447,7 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 	var res GovernResult
 	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for i, c := range in.Candidates {
+			c = speakerSubject(c, in.Event)
 			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
 			ref := scopeRefFor(c, in.Event)
 			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC()}

@@ -311,6 +311,9 @@ func ExtractionUserPrompt(in ExtractInput) string {
 		fmt.Fprintf(&b, " (user id %s)", in.UserID)
 	}
 	b.WriteString("\n")
+	if name := SpeakerSubject(speaker); name != "user" {
+		fmt.Fprintf(&b, "Several people talk in this conversation; this turn was said by %s. A memory about the speaker has subject %q; never attribute to %s what they say about someone else, and propose nothing from questions, empathy, jokes, guesses or remarks about the other person.\n", name, name, name)
+	}
 	if in.SessionID != "" {
 		fmt.Fprintf(&b, "Session: %s\n", in.SessionID)
 	}

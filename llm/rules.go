@@ -124,8 +124,12 @@ func (r *RuleExtractor) sentence(s *schema.Schema, in ExtractInput, text string)
 
 	var out []memory.Candidate
 	retracted := map[string]bool{}
+	question := IsQuestion(text)
 	for _, m := range ms {
 		when := timeFor(m.pred, text, m.start, in.OccurredAt)
+		if m.pred.Event == nil && m.pat.Lang == "en" && (question || Hedged(text, m.start, m.end)) {
+			continue // asked, hedged or said of the other person: nothing stated
+		}
 		if m.pred.Event != nil {
 			if c, ok := r.event(s, in, text, m, when); ok {
 				out = append(out, c)
@@ -259,9 +263,22 @@ func (r *RuleExtractor) value(s *schema.Schema, in ExtractInput, text string, m 
 	if !ok {
 		return memory.Candidate{}, false
 	}
+	conf := m.pat.Confidence
+	if p.ValueType == schema.ValueString && !retraction {
+		// A pronoun, a fragment or a whole clause names no thing: abstain, or, for a
+		// long object, let a reviewer decide.
+		clean, named, weak := CheckObject(obj)
+		if !named {
+			return memory.Candidate{}, false
+		}
+		obj = clean
+		if weak && conf >= WeakConfidence {
+			conf = WeakConfidence
+		}
+	}
 	c := memory.Candidate{
 		MemoryType: p.MemoryType, Predicate: p.Name, Object: obj, Attributes: attrs,
-		Confidence: m.pat.Confidence, Origin: m.pat.Origin, Retraction: retraction,
+		Confidence: conf, Origin: m.pat.Origin, Retraction: retraction,
 	}
 	if retraction {
 		c.Origin = memory.OriginStated // withdrawing is always said outright
@@ -284,7 +301,7 @@ func (r *RuleExtractor) value(s *schema.Schema, in ExtractInput, text string, m 
 // the extractor's name.
 func (r *RuleExtractor) finish(s *schema.Schema, in ExtractInput, p *schema.Predicate, text string, c memory.Candidate, when *timeRef) memory.Candidate {
 	c.Scope = chooseScope(p, text, in)
-	c.Subject = "user"
+	c.Subject = SpeakerSubject(in.Speaker)
 	switch c.Scope {
 	case memory.ScopeDepartment:
 		c.Subject = "department"

@@ -66,7 +66,7 @@ func (s *Schema) JSONSchema() map[string]any {
 	candidate := object(map[string]any{
 		"memory_type":       enum("kind of memory; EVENT for a schema event type", toStrings(s.MemoryTypes)),
 		"scope":             enum("who the memory belongs to; must be allowed for the predicate", scopes),
-		"subject":           str(`who or what it is about: "user", or "Type:id" for an entity, e.g. "Order:12345"`),
+		"subject":           str(`who or what it is about: "user" (or, when the prompt names the speaker of a conversation between several people, that speaker's name), or "Type:id" for an entity, e.g. "Order:12345"`),
 		"predicate":         enum("a predicate or event type name of the schema", s.predicateNames()),
 		"object":            str(`the value, normalised: an enum value, "8000 CNY" for money, YYYY-MM-DD for a date; for an event its resulting state`),
 		"content":           str("one readable sentence stating the memory"),
