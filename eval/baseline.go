@@ -2,12 +2,11 @@ package eval
 
 import (
 	"context"
+	"math"
 	"sort"
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/uptrace/bun"
 
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
@@ -15,10 +14,18 @@ import (
 	"github.com/engramhq/engram/storage"
 )
 
-// Baseline is a deliberately plain recaller: the visible facts in force at as_of and
-// the principal's own turns, ranked by shared character bigrams and words with the
-// question. It is the floor the recall engine is compared with (--recall baseline),
-// and it lets the harness be tested on its own.
+// Okapi BM25 parameters of the baseline, the values every reader recognises.
+const (
+	BM25K1 = 1.2
+	BM25B  = 0.75
+)
+
+// Baseline is plain Okapi BM25 (k1 = 1.2, b = 0.75) over the raw turns of the
+// principal's user up to as_of: each turn (its speaker's name and its text) is a
+// document of its own corpus; terms are lower-cased words and CJK bigrams, with no
+// stemming and no stop words. It knows nothing the engine adds (facts, dates,
+// neighbours, meaning), so it is the floor every eval report prints beside the
+// engine's figures, on the same ingested data.
 type Baseline struct{ st *storage.Store }
 
 // NewBaseline is a RecallerFactory.
@@ -31,43 +38,27 @@ func (b *Baseline) Recall(ctx context.Context, req recall.Request) (recall.Respo
 		at = time.Now()
 	}
 	p := req.Principal
-	var facts []storage.Fact
-	q := b.st.DB().NewSelect().Model(&facts).ExcludeColumn("embedding").
-		Where("tenant_id = ?", p.TenantID).
-		Where("valid_from <= ? AND (valid_until IS NULL OR valid_until > ?)", at, at).
-		Where("status IN ('ACTIVE', 'SUPERSEDED', 'EXPIRED')").
-		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			q = q.WhereOr("scope = 'TENANT'")
-			q = q.WhereOr("scope = 'USER' AND user_id = ?", p.UserID)
-			if p.DepartmentID != "" {
-				q = q.WhereOr("scope = 'DEPARTMENT' AND department_id = ?", p.DepartmentID)
-			}
-			if req.TaskID != "" {
-				q = q.WhereOr("scope = 'TASK' AND task_id = ? AND user_id = ?", req.TaskID, p.UserID)
-			}
-			if req.SessionID != "" {
-				q = q.WhereOr("scope = 'SESSION' AND session_id = ? AND user_id = ?", req.SessionID, p.UserID)
-			}
-			return q
-		})
-	if err := q.Scan(ctx); err != nil {
-		return recall.Response{}, err
-	}
 	var evs []storage.Evidence
 	if err := b.st.DB().NewSelect().Model(&evs).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND user_id = ? AND occurred_at <= ?", p.TenantID, p.UserID, at).Scan(ctx); err != nil {
+		Where("tenant_id = ? AND user_id = ? AND occurred_at <= ?", p.TenantID, p.UserID, at).
+		Order("occurred_at", "id").Scan(ctx); err != nil {
 		return recall.Response{}, err
 	}
-	qt := terms(req.Query)
-	var items []recall.Item
-	for _, f := range facts {
-		items = append(items, recall.Item{Kind: recall.KindFact, ID: f.ID, Content: f.Content, MemoryType: f.MemoryType, Scope: f.ScopeRef(),
-			Status: f.Status, MemoryKey: f.MemoryKey, Predicate: f.Predicate, Object: f.Object, Revision: f.Revision, ValidFrom: f.ValidFrom,
-			ValidUntil: f.ValidUntil, Confidence: f.Confidence, Score: overlap(qt, terms(f.Content)) + 0.01, Retrievers: []string{"baseline"}, OccurredAt: f.ObservedAt})
+	if err := b.st.DecryptEvidence(evs); err != nil {
+		return recall.Response{}, err
 	}
-	for _, e := range evs {
+	docs := make([][]string, len(evs))
+	for i, e := range evs {
+		docs[i] = Tokens(turnText(e, p.UserID))
+	}
+	scores := BM25(Tokens(req.Query), docs)
+	var items []recall.Item
+	for i, e := range evs {
+		if scores[i] <= 0 {
+			continue
+		}
 		items = append(items, recall.Item{Kind: recall.KindEvidence, ID: e.ID, Content: e.Content,
-			Scope: memory.ScopeRef{Scope: memory.ScopeUser, UserID: e.UserID}, Score: overlap(qt, terms(e.Content)),
+			Scope: memory.ScopeRef{Scope: memory.ScopeUser, UserID: e.UserID}, Score: scores[i],
 			Retrievers: []string{"baseline"}, OccurredAt: e.OccurredAt, ValidFrom: e.OccurredAt})
 	}
 	sort.SliceStable(items, func(i, j int) bool {
@@ -86,14 +77,67 @@ func (b *Baseline) Recall(ctx context.Context, req recall.Request) (recall.Respo
 	return recall.Response{Items: items, AsOf: at}, nil
 }
 
-// terms are the lower-cased words and CJK bigrams of s.
-func terms(s string) map[string]bool {
-	out := map[string]bool{}
+// turnText is a turn as a reader sees it: "Maya: …" when a named person said it.
+func turnText(e storage.Evidence, user string) string {
+	sp := e.Speaker
+	if i := strings.IndexByte(sp, ':'); i >= 0 {
+		sp = sp[i+1:]
+	}
+	if sp == "" || sp == user {
+		return e.Content
+	}
+	return sp + ": " + e.Content
+}
+
+// BM25 scores every document for the query with Okapi BM25 (k1 = 1.2, b = 0.75,
+// idf = ln(1 + (N − df + 0.5)/(df + 0.5))); a document sharing no term scores 0.
+func BM25(query []string, docs [][]string) []float64 {
+	n := float64(len(docs))
+	scores := make([]float64, len(docs))
+	if n == 0 || len(query) == 0 {
+		return scores
+	}
+	df := map[string]float64{}
+	var total float64
+	tfs := make([]map[string]float64, len(docs))
+	for i, d := range docs {
+		total += float64(len(d))
+		tf := map[string]float64{}
+		for _, t := range d {
+			tf[t]++
+		}
+		tfs[i] = tf
+		for t := range tf {
+			df[t]++
+		}
+	}
+	avgdl := total / n
+	if avgdl == 0 {
+		avgdl = 1
+	}
+	for i, d := range docs {
+		dl := float64(len(d))
+		for _, q := range query {
+			f := tfs[i][q]
+			if f == 0 {
+				continue
+			}
+			idf := math.Log(1 + (n-df[q]+0.5)/(df[q]+0.5))
+			scores[i] += idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*dl/avgdl))
+		}
+	}
+	return scores
+}
+
+// Tokens are the lower-cased words (letters and digits) and CJK bigrams of s, in
+// order, repeats kept (term frequency counts them).
+func Tokens(s string) []string {
+	var out []string
 	var word []rune
 	var prev rune
 	flush := func() {
-		if len(word) > 1 {
-			out[string(word)] = true
+		if len(word) > 0 {
+			out = append(out, string(word))
 		}
 		word = word[:0]
 	}
@@ -102,7 +146,7 @@ func terms(s string) map[string]bool {
 		case unicode.Is(unicode.Han, r):
 			flush()
 			if prev != 0 {
-				out[string([]rune{prev, r})] = true
+				out = append(out, string([]rune{prev, r}))
 			}
 			prev = r
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
@@ -115,17 +159,4 @@ func terms(s string) map[string]bool {
 	}
 	flush()
 	return out
-}
-
-func overlap(q, d map[string]bool) float64 {
-	if len(q) == 0 {
-		return 0
-	}
-	n := 0
-	for t := range q {
-		if d[t] {
-			n++
-		}
-	}
-	return float64(n) / float64(len(q))
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/engramhq/engram/memory"
 )
 
 // LoCoMo categories.
@@ -27,6 +29,17 @@ type LoCoMoTurn struct {
 	DiaID       string `json:"dia_id"`
 	Text        string `json:"text"`
 	BlipCaption string `json:"blip_caption"`
+	// Gold (an Engram extension of the layout, in the development suites): the facts
+	// about the speaker worth keeping from this turn. When any turn of a file has
+	// gold, every turn is judged: a turn without gold holds nothing worth keeping.
+	Gold []LoCoMoFact `json:"gold,omitempty"`
+}
+
+// LoCoMoFact is one gold fact of a turn.
+type LoCoMoFact struct {
+	Subject   string `json:"subject"`
+	Predicate string `json:"predicate"`
+	Object    string `json:"object"`
 }
 
 // LoCoMoQA is one question.
@@ -51,6 +64,7 @@ type LoCoMoStats struct {
 	NoEvidence        int `json:"questions_without_evidence"` // dropped: nothing to measure
 	UnreadableDates   int `json:"unreadable_session_dates"`
 	SkippedCategories int `json:"questions_of_unknown_category"`
+	GoldFacts         int `json:"gold_facts"`
 }
 
 var (
@@ -133,6 +147,14 @@ func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
 			}
 		}
 		sort.Ints(sessions)
+		judged := false
+		for _, n := range sessions {
+			var turns []LoCoMoTurn
+			_ = json.Unmarshal(smp.Conversation[fmt.Sprintf("session_%d", n)], &turns)
+			for _, t := range turns {
+				judged = judged || t.Gold != nil
+			}
+		}
 		known := map[string]bool{}
 		for _, n := range sessions {
 			var turns []LoCoMoTurn
@@ -165,8 +187,18 @@ func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
 				}
 				known[dia] = true
 				st.Turns++
-				tt := Turn{ID: dia, Speaker: user, Text: t.Speaker + ": " + text, Session: fmt.Sprintf("session_%d", n),
+				// The conversation is one user; each turn is said by one of its two
+				// people (the event's actor), so facts are about whoever said them.
+				tt := Turn{ID: dia, Speaker: user, Person: strings.TrimSpace(t.Speaker), Text: text, Session: fmt.Sprintf("session_%d", n),
 					Locator: t.DiaID, Schema: "general"}
+				if judged {
+					g := []memory.Candidate{}
+					for _, f := range t.Gold {
+						g = append(g, memory.Candidate{Subject: f.Subject, Predicate: f.Predicate, Object: f.Object, Scope: memory.ScopeUser})
+						st.GoldFacts++
+					}
+					tt.Gold = &g
+				}
 				tt.Time = at.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
 				sc.Turns = append(sc.Turns, tt)
 			}

@@ -74,6 +74,13 @@ type SuiteReport struct {
 	Overall    Metrics            `json:"overall"`
 	Categories map[string]Metrics `json:"categories"`
 	Extraction *Extraction        `json:"extraction,omitempty"`
+	// Baseline and BaselineCategories are the baseline recaller's figures (plain
+	// BM25 over the raw turns) on the same ingested memory and probes.
+	Baseline           *Metrics           `json:"baseline,omitempty"`
+	BaselineCategories map[string]Metrics `json:"baseline_categories,omitempty"`
+	// BaselineMargin: how far above the baseline the engine's figures must be
+	// (evidence_recall@1, @10; 0 when unset: not below it).
+	BaselineMargin map[string]float64 `json:"baseline_margin,omitempty"`
 	Thresholds Bounds             `json:"thresholds"`
 	Failures   []string           `json:"failures,omitempty"`
 	Probes     []ProbeResult      `json:"probes,omitempty"`
@@ -256,6 +263,20 @@ func (r *Report) Check() {
 				s.Failures = append(s.Failures, fmt.Sprintf("%s = %.3f is below the threshold %.3f", k, got, mins[k]))
 			}
 		}
+		if b := s.Baseline; b != nil && s.Overall.EvidenceProbes > 0 && b.EvidenceProbes > 0 {
+			for _, k := range []string{"1", "10"} {
+				name := "evidence_recall@" + k
+				margin := s.BaselineMargin[name]
+				got, base := s.Overall.EvidenceAt[k], b.EvidenceAt[k]
+				if got+1e-9 < base+margin {
+					if margin > 0 {
+						s.Failures = append(s.Failures, fmt.Sprintf("%s = %.3f is below the baseline's %.3f + %.2f", name, got, base, margin))
+					} else {
+						s.Failures = append(s.Failures, fmt.Sprintf("%s = %.3f is below the baseline's %.3f (plain BM25 over the raw turns)", name, got, base))
+					}
+				}
+			}
+		}
 		for _, k := range sortedKeys(maxs) {
 			got, ok := v[k]
 			if !ok {
@@ -306,6 +327,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	r.writeBaselineTable(w)
 	for _, s := range r.Suites {
 		fmt.Fprintf(w, "%s [%s]: %d scenarios, %d turns %v, write p50/p95/p99 %.1f/%.1f/%.1f ms", s.Suite, s.Mode, s.Scenarios, s.Turns, statuses(s.Statuses), s.WriteP50MS, s.WriteP95MS, s.WriteP99MS)
 		if e := s.Extraction; e != nil {
@@ -355,6 +377,19 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+	if rows := r.BaselineRows(); len(rows) > 0 {
+		fmt.Fprint(w, "## Evidence recall: engine vs baseline\n\nThe baseline is plain Okapi BM25 (k1 1.2, b 0.75) over the raw turns of the user, asked the same probes over the same ingested memory.\n\n")
+		fmt.Fprintln(w, "| suite | category | probes | engine @1 | baseline @1 | Δ@1 | engine @5 | baseline @5 | Δ@5 | engine @10 | baseline @10 | Δ@10 |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for _, x := range rows {
+			fmt.Fprintf(w, "| %s | %s | %d", x.Suite, x.Category, x.Probes)
+			for _, k := range []string{"1", "5", "10"} {
+				fmt.Fprintf(w, " | %.3f | %.3f | %+.3f", x.Engine[k], x.Baseline[k], x.Delta[k])
+			}
+			fmt.Fprintln(w, " |")
+		}
+		fmt.Fprintln(w)
+	}
 	for _, s := range r.Suites {
 		fmt.Fprintf(w, "## %s\n\n", s.Suite)
 		fmt.Fprintf(w, "- %d scenarios, %d turns %s; write latency p50 / p95 / p99: %.1f / %.1f / %.1f ms\n", s.Scenarios, s.Turns, statuses(s.Statuses), s.WriteP50MS, s.WriteP95MS, s.WriteP99MS)
@@ -441,4 +476,62 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		return nil, err
 	}
 	return []string{md, js, svg}, nil
+}
+
+// BaselineRow is one line of the engine-versus-baseline comparison: evidence
+// recall@1/5/10 of both on the same probes, and the difference.
+type BaselineRow struct {
+	Suite    string             `json:"suite"`
+	Category string             `json:"category"`
+	Probes   int                `json:"probes"`
+	Engine   map[string]float64 `json:"engine"`
+	Baseline map[string]float64 `json:"baseline"`
+	Delta    map[string]float64 `json:"delta"`
+}
+
+// BaselineRows lists, per suite with evidence probes and per category, the engine's
+// and the baseline's evidence recall and their difference.
+func (r *Report) BaselineRows() []BaselineRow {
+	var out []BaselineRow
+	for _, s := range r.Suites {
+		if s.Baseline == nil || s.Overall.EvidenceProbes == 0 {
+			continue
+		}
+		for _, c := range append([]string{"(all)"}, sortedKeys(s.Categories)...) {
+			m, b := s.Overall, *s.Baseline
+			if c != "(all)" {
+				m = s.Categories[c]
+				var ok bool
+				if b, ok = s.BaselineCategories[c]; !ok || m.EvidenceProbes == 0 {
+					continue
+				}
+			}
+			row := BaselineRow{Suite: s.Suite, Category: c, Probes: m.EvidenceProbes, Engine: map[string]float64{}, Baseline: map[string]float64{}, Delta: map[string]float64{}}
+			for _, k := range []string{"1", "5", "10"} {
+				row.Engine[k], row.Baseline[k] = m.EvidenceAt[k], b.EvidenceAt[k]
+				row.Delta[k] = m.EvidenceAt[k] - b.EvidenceAt[k]
+			}
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+func (r *Report) writeBaselineTable(w io.Writer) {
+	rows := r.BaselineRows()
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "evidence recall: engine vs baseline (plain BM25 over the raw turns), same memory, same probes")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "suite\tcategory\tprobes\tengine @1\tbase @1\tΔ@1\tengine @5\tbase @5\tΔ@5\tengine @10\tbase @10\tΔ@10\t\n")
+	for _, x := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d", x.Suite, x.Category, x.Probes)
+		for _, k := range []string{"1", "5", "10"} {
+			fmt.Fprintf(tw, "\t%.3f\t%.3f\t%+.3f", x.Engine[k], x.Baseline[k], x.Delta[k])
+		}
+		fmt.Fprint(tw, "\t\n")
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -80,6 +81,11 @@ type Options struct {
 	Judge *Judge
 	// RunID makes idempotency keys unique on a shared Temporal server (default random).
 	RunID string
+	// NoBaseline skips asking the baseline beside the recaller (see Run).
+	NoBaseline bool
+	// Mismatch, when set, is told every judged turn whose extracted candidates differ
+	// from its gold (for looking at what the extractor got wrong).
+	Mismatch func(suite, turn, text string, want, got []string)
 }
 
 // TurnResult is what the write path did with one turn.
@@ -153,18 +159,48 @@ type job struct {
 }
 
 // Run ingests every scenario, then asks every probe, and scores the run.
+//
+// Unless opt.NoBaseline is set (or the recaller is the baseline itself), the same
+// probes are also asked of the baseline (plain BM25 over the raw turns) on the same
+// ingested memory, and each suite's report carries the baseline's figures beside
+// the engine's (SuiteReport.Baseline); Check fails a suite whose evidence recall@1
+// or @10 is below the baseline's.
 func Run(ctx context.Context, suites []*Suite, opt Options) (*Report, error) {
-	reps, err := RunVariants(ctx, suites, opt, []Variant{{Retrievers: opt.Retrievers}})
+	variants := []Variant{{Retrievers: opt.Retrievers}}
+	if !opt.NoBaseline {
+		variants = append(variants, Variant{Name: "baseline", NewRecaller: NewBaseline})
+	}
+	reps, err := RunVariants(ctx, suites, opt, variants)
 	if err != nil {
 		return nil, err
+	}
+	if len(reps) > 1 {
+		AttachBaseline(reps[0], reps[1])
 	}
 	return reps[0], nil
 }
 
-// Variant is one way of asking the probes: the retrievers recall runs.
+// AttachBaseline puts the baseline run's figures beside each suite's own.
+func AttachBaseline(rep, base *Report) {
+	for i := range rep.Suites {
+		b := base.Suite(rep.Suites[i].Suite)
+		if b == nil {
+			continue
+		}
+		m := b.Overall
+		rep.Suites[i].Baseline = &m
+		rep.Suites[i].BaselineCategories = b.Categories
+	}
+}
+
+// Variant is one way of asking the probes: the retrievers recall runs, or another
+// recaller altogether.
 type Variant struct {
 	Name       string
 	Retrievers []string // empty: all (hybrid)
+	// NewRecaller, when set, answers this variant's probes instead of the run's
+	// recaller (the baseline beside the engine).
+	NewRecaller RecallerFactory
 }
 
 // RunVariants ingests the suites once and asks every probe once per variant (same
@@ -224,16 +260,24 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	}
 	defer w.Stop()
 
-	rec, err := opt.NewRecaller(opt.Store, opt.Embedder)
-	if err != nil {
-		return nil, fmt.Errorf("recall engine: %w", err)
+	recs := make([]Recaller, len(variants))
+	for i, v := range variants {
+		f := opt.NewRecaller
+		if v.NewRecaller != nil {
+			f = v.NewRecaller
+		}
+		rec, err := f(opt.Store, opt.Embedder)
+		if err != nil {
+			return nil, fmt.Errorf("recaller %s: %w", v.Name, err)
+		}
+		if c, ok := rec.(interface{ Close() error }); ok {
+			defer c.Close()
+		} else if c, ok := rec.(interface{ Close() }); ok {
+			defer c.Close()
+		}
+		recs[i] = rec
 	}
-	if c, ok := rec.(interface{ Close() error }); ok {
-		defer c.Close()
-	} else if c, ok := rec.(interface{ Close() }); ok {
-		defer c.Close()
-	}
-	r := &Runner{opt: opt, recaller: rec, turnRes: map[string]*TurnResult{}}
+	r := &Runner{opt: opt, recaller: recs[0], turnRes: map[string]*TurnResult{}}
 
 	total := 0
 	for _, j := range jobs {
@@ -293,7 +337,7 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	for vi, v := range variants {
 		for _, j := range jobs {
 			for _, p := range j.sc.Probes {
-				probes[vi] = append(probes[vi], r.probe(ctx, j, p, v.Retrievers))
+				probes[vi] = append(probes[vi], r.probe(ctx, recs[vi], j, p, v.Retrievers))
 				tick()
 			}
 		}
@@ -326,7 +370,7 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 	tenant := TenantID(j.suite.Name, *sc, u.Tenant)
 	tr := &TurnResult{Suite: j.suite.Name, Scenario: sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil}
 	ev := activities.IngestEvent{
-		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: t.Speaker,
+		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: firstNonEmpty(t.Person, t.Speaker),
 		UserID: u.ID, DepartmentID: u.Department, SessionID: t.Session, TaskID: t.Task,
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
@@ -371,7 +415,7 @@ func (r *Runner) evidenceOf(j job, turnID string) string {
 	return ""
 }
 
-func (r *Runner) probe(ctx context.Context, j job, p Probe, retrievers []string) ProbeResult {
+func (r *Runner) probe(ctx context.Context, rec Recaller, j job, p Probe, retrievers []string) ProbeResult {
 	sc := j.sc
 	tenant := TenantID(j.suite.Name, *sc, p.Tenant)
 	pr := ProbeResult{Suite: j.suite.Name, Scenario: scenarioLabel(*sc), Probe: p.ID, Category: p.Category, Question: p.Question}
@@ -381,7 +425,7 @@ func (r *Runner) probe(ctx context.Context, j job, p Probe, retrievers []string)
 		K: max(r.opt.K, 10), Schema: p.Schema, Purpose: "eval", Retrievers: retrievers,
 	}
 	start := time.Now()
-	resp, err := r.recaller.Recall(ctx, req)
+	resp, err := rec.Recall(ctx, req)
 	pr.Latency = time.Since(start)
 	if err != nil {
 		pr.Err = err.Error()
@@ -448,13 +492,16 @@ func (r *Runner) extraction(ctx context.Context, jobs []job, rep *Report) error 
 			}
 			var got []goldKey
 			for _, c := range cands {
-				got = append(got, goldKey{Predicate: c.Predicate, Object: normObject(c.Object), Retraction: c.Retraction, Entity: c.EntityID})
+				got = append(got, goldKey{Subject: subjectKey(c.Subject), Predicate: c.Predicate, Object: normObject(c.Object), Retraction: c.Retraction, Entity: c.EntityID})
 			}
 			var want []goldKey
 			for _, g := range *t.Gold {
-				want = append(want, goldKey{Predicate: g.Predicate, Object: normObject(g.Object), Retraction: g.Retraction, Entity: g.EntityID})
+				want = append(want, goldKey{Subject: subjectKey(g.Subject), Predicate: g.Predicate, Object: normObject(g.Object), Retraction: g.Retraction, Entity: g.EntityID})
 			}
 			m := matchGold(got, want)
+			if r.opt.Mismatch != nil && (m < len(got) || m < len(want)) {
+				r.opt.Mismatch(j.suite.Name, t.ID, t.Text, keyStrings(want), keyStrings(got))
+			}
 			a := per[j.suite.Name]
 			if a == nil {
 				a = &agg{}
@@ -479,6 +526,7 @@ func (r *Runner) extraction(ctx context.Context, jobs []job, rep *Report) error 
 }
 
 type goldKey struct {
+	Subject    string // "" matches any (gold written without one)
 	Predicate  string
 	Object     string
 	Retraction bool
@@ -496,11 +544,14 @@ func matchGold(got, want []goldKey) int {
 			if used[i] || g.Predicate != w.Predicate || g.Retraction != w.Retraction {
 				continue
 			}
+			if w.Subject != "" && g.Subject != "" && w.Subject != g.Subject {
+				continue // what one person said is not a fact about the other
+			}
 			if w.Entity != "" || g.Entity != "" {
 				if g.Entity != w.Entity {
 					continue
 				}
-			} else if !w.Retraction && g.Object != w.Object {
+			} else if !w.Retraction && !sameObject(g.Object, w.Object) {
 				continue
 			}
 			used[i] = true
@@ -509,6 +560,74 @@ func matchGold(got, want []goldKey) int {
 		}
 	}
 	return n
+}
+
+// subjectKey folds a subject for matching: "user" and "" both mean the speaker of
+// a one-person suite.
+func subjectKey(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "user" {
+		return ""
+	}
+	return s
+}
+
+// sameObject: normalised objects are equal, or the words of one (folded: "a", "the",
+// plural and -ing endings aside) are all in the other ("rock climbing" and "indoor
+// rock climbing", "a beagle named Pickle" and "beagle Pickle").
+func sameObject(a, b string) bool {
+	if a == b {
+		return true
+	}
+	wa, wb := objectWords(a), objectWords(b)
+	if len(wa) == 0 || len(wb) == 0 {
+		return false
+	}
+	within := func(x, y map[string]bool) bool {
+		for w := range x {
+			if !y[w] {
+				return false
+			}
+		}
+		return true
+	}
+	return within(wa, wb) || within(wb, wa)
+}
+
+var objectFiller = map[string]bool{"a": true, "an": true, "the": true, "named": true, "called": true, "my": true, "of": true, "to": true, "and": true}
+
+func objectWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' }) {
+		if objectFiller[w] {
+			continue
+		}
+		for _, suf := range []string{"ing", "es", "s"} {
+			if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
+				w = strings.TrimSuffix(w, suf)
+				break
+			}
+		}
+		out[w] = true
+	}
+	return out
+}
+
+func keyStrings(ks []goldKey) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = fmt.Sprintf("%s %s: %s", k.Subject, k.Predicate, k.Object)
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func normObject(s string) string {

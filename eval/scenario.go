@@ -103,7 +103,10 @@ type Turn struct {
 	// Tenant picks the speaker when one user id exists in several tenants.
 	Tenant string `yaml:"tenant" json:"tenant,omitempty"`
 	// Actor is USER (default), AGENT, SYSTEM or TOOL.
-	Actor   string `yaml:"actor" json:"actor,omitempty"`
+	Actor string `yaml:"actor" json:"actor,omitempty"`
+	// Person names who said it when several people talk under one user (a LoCoMo
+	// conversation): sent as the event's actor id, so facts are about that person.
+	Person  string `yaml:"person" json:"person,omitempty"`
 	Text    string `yaml:"text" json:"text"`
 	Time    string `yaml:"time" json:"time"` // RFC 3339, a date, or an offset from Start (+2h, +3d)
 	Session string `yaml:"session" json:"session,omitempty"`

@@ -10,14 +10,20 @@ import (
 var svgSeries = []struct {
 	name  string
 	color string
-	value func(Metrics) (float64, bool)
+	value func(m Metrics, base *Metrics) (float64, bool)
 }{
-	{"recall@5", "#2b6cb0", func(m Metrics) (float64, bool) { v, ok := m.RecallAt["5"]; return v, ok }},
-	{"MRR", "#38a169", func(m Metrics) (float64, bool) { return m.MRR, m.RecallProbes > 0 }},
-	{"evidence recall@5", "#805ad5", func(m Metrics) (float64, bool) { v, ok := m.EvidenceAt["5"]; return v, ok }},
-	{"false recall", "#dd6b20", func(m Metrics) (float64, bool) { return m.FalseRecallRate, m.MustNotProbes > 0 }},
-	{"stale", "#e53e3e", func(m Metrics) (float64, bool) { return m.StaleRate, true }},
-	{"scope leak", "#000000", func(m Metrics) (float64, bool) { return m.ScopeLeakRate, true }},
+	{"recall@5", "#2b6cb0", func(m Metrics, _ *Metrics) (float64, bool) { v, ok := m.RecallAt["5"]; return v, ok }},
+	{"MRR", "#38a169", func(m Metrics, _ *Metrics) (float64, bool) { return m.MRR, m.RecallProbes > 0 }},
+	{"evidence recall@10", "#805ad5", func(m Metrics, _ *Metrics) (float64, bool) { v, ok := m.EvidenceAt["10"]; return v, ok && m.EvidenceProbes > 0 }},
+	{"baseline evidence recall@10", "#b7a6dc", func(_ Metrics, b *Metrics) (float64, bool) {
+		if b == nil || b.EvidenceProbes == 0 {
+			return 0, false
+		}
+		return b.EvidenceAt["10"], true
+	}},
+	{"false recall", "#dd6b20", func(m Metrics, _ *Metrics) (float64, bool) { return m.FalseRecallRate, m.MustNotProbes > 0 }},
+	{"stale", "#e53e3e", func(m Metrics, _ *Metrics) (float64, bool) { return m.StaleRate, true }},
+	{"scope leak", "#000000", func(m Metrics, _ *Metrics) (float64, bool) { return m.ScopeLeakRate, true }},
 }
 
 // SVG draws the per-category figures as grouped bars (0..1), one group per suite
@@ -26,12 +32,17 @@ func (r *Report) SVG() string {
 	type group struct {
 		label string
 		m     Metrics
+		base  *Metrics
 	}
 	var groups []group
 	for _, s := range r.Suites {
-		groups = append(groups, group{s.Suite + " (all)", s.Overall})
+		groups = append(groups, group{s.Suite + " (all)", s.Overall, s.Baseline})
 		for _, c := range sortedKeys(s.Categories) {
-			groups = append(groups, group{s.Suite + " / " + c, s.Categories[c]})
+			var base *Metrics
+			if b, ok := s.BaselineCategories[c]; ok {
+				base = &b
+			}
+			groups = append(groups, group{s.Suite + " / " + c, s.Categories[c], base})
 		}
 	}
 	const barW, gap, left, top, plotH, bottom = 10, 16, 50, 60, 260, 170
@@ -46,7 +57,7 @@ func (r *Report) SVG() string {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">Engram eval — mode %s, k = %d: figures per suite and category</text>`+"\n", left, html.EscapeString(r.Mode), r.K)
 	for i, s := range svgSeries {
-		x := left + i*130
+		x := left + i*150
 		fmt.Fprintf(&b, `<rect x="%d" y="32" width="10" height="10" fill="%s"/><text x="%d" y="41">%s</text>`+"\n", x, s.color, x+14, s.name)
 	}
 	for i := 0; i <= 4; i++ {
@@ -57,7 +68,7 @@ func (r *Report) SVG() string {
 	for gi, g := range groups {
 		x0 := left + gi*groupW + gap/2
 		for si, s := range svgSeries {
-			v, ok := s.value(g.m)
+			v, ok := s.value(g.m, g.base)
 			if !ok {
 				continue
 			}
