@@ -105,7 +105,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	rep, err := Run(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
-		Gov: cfg.Gov, NewRecaller: factory, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
+		Gov: cfg.Gov, NewRecaller: factory, NoBaseline: cfg.Recall == "baseline", LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
 		Retrievers: cfg.Retrievers,
 	})
 	if err != nil {
@@ -113,6 +113,11 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	if lstats != nil && len(rep.Suites) == 1 {
 		LoCoMoExtra(&rep.Suites[0], *lstats)
+	}
+	for _, s := range suites {
+		if sr := rep.Suite(s.Name); sr != nil && s.LoCoMo != nil && lstats == nil {
+			LoCoMoExtra(sr, *s.LoCoMo)
+		}
 	}
 	addJudge(rep, cfg, judge)
 	if cfg.KeepDB {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -120,17 +121,48 @@ func ParseLoCoMoTime(s string) (time.Time, error) {
 // in its own tenant; each turn an event at its session's time (plus a second per
 // turn, to keep the order) with its dia_id as the evidence locator; each question a
 // probe whose expectation is its evidence turns.
+//
+// path may also be a folder: every *.json file in it is read, in name order, as one
+// suite named after the folder.
 func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
-	var st LoCoMoStats
-	b, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, st, err
+		return nil, LoCoMoStats{}, err
 	}
+	if !fi.IsDir() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, LoCoMoStats{}, err
+		}
+		return LoadLoCoMoFiles("locomo", path, map[string][]byte{path: b})
+	}
+	files := map[string][]byte{}
+	matches, _ := filepath.Glob(filepath.Join(path, "*.json"))
+	for _, m := range matches {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return nil, LoCoMoStats{}, err
+		}
+		files[m] = b
+	}
+	if len(files) == 0 {
+		return nil, LoCoMoStats{}, fmt.Errorf("%s: no .json files", path)
+	}
+	return LoadLoCoMoFiles(filepath.Base(filepath.Clean(path)), path, files)
+}
+
+// LoadLoCoMoFiles reads LoCoMo files (name → content) into one suite.
+func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMoStats, error) {
+	var st LoCoMoStats
 	var samples []LoCoMoSample
-	if err := json.Unmarshal(b, &samples); err != nil {
-		return nil, st, fmt.Errorf("%s: not a LoCoMo file (a JSON list of samples): %w", path, err)
+	for _, f := range sortedKeys(files) {
+		var ss []LoCoMoSample
+		if err := json.Unmarshal(files[f], &ss); err != nil {
+			return nil, st, fmt.Errorf("%s: not a LoCoMo file (a JSON list of samples): %w", f, err)
+		}
+		samples = append(samples, ss...)
 	}
-	suite := &Suite{Name: "locomo", File: path, Description: "LoCoMo conversations: evidence recall per category"}
+	suite := &Suite{Name: name, File: path, Description: "LoCoMo conversations: evidence recall per category"}
 	for si, smp := range samples {
 		st.Samples++
 		id := smp.SampleID

@@ -193,7 +193,8 @@ func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 func buildReport(opt Options, suites []*Suite, jobs []job, turns []*TurnResult, probes []ProbeResult) *Report {
 	rep := &Report{Mode: opt.Mode, K: opt.K, Started: time.Now().UTC()}
 	for _, s := range suites {
-		sr := SuiteReport{Suite: s.Name, Mode: opt.Mode, Statuses: map[string]int{}, Categories: map[string]Metrics{}, Thresholds: s.Thresholds.For(opt.Mode)}
+		sr := SuiteReport{Suite: s.Name, Mode: opt.Mode, Statuses: map[string]int{}, Categories: map[string]Metrics{}, Thresholds: s.Thresholds.For(opt.Mode),
+			BaselineMargin: s.BaselineMargin}
 		for _, j := range jobs {
 			if j.suite == s {
 				sr.Scenarios++

@@ -29,6 +29,11 @@ type Suite struct {
 	Scenarios   []Scenario `yaml:"scenarios" json:"scenarios"`
 	// File is where the suite was read from.
 	File string `yaml:"-" json:"file,omitempty"`
+	// BaselineMargin: how far above the baseline's the engine's figures must be
+	// (evidence_recall@1, evidence_recall@10); unset: at least equal.
+	BaselineMargin map[string]float64 `yaml:"baseline_margin" json:"baseline_margin,omitempty"`
+	// LoCoMo: the loader's counts, for a suite read from the LoCoMo layout.
+	LoCoMo *LoCoMoStats `yaml:"-" json:"-"`
 }
 
 // Thresholds are the figures a run must reach, per mode ("all" applies to every
