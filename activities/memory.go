@@ -188,11 +188,21 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if locator == "" {
 		locator = "event:" + ev.ID
 	}
+	// The turn is found by its own words and its speaker's name, and, at a fraction,
+	// by the turn before it in the conversation (a reply by the question it answers).
+	own := prot.Redacted
+	if sp := SpeakerOf(e); llm.SpeakerSubject(sp) != "user" {
+		own = sp + ": " + own
+	}
+	prev, err := a.previousTurn(ctx, e)
+	if err != nil {
+		return RecordResult{}, err
+	}
 	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, &storage.Evidence{
 		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
 		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
 		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
-	}, storage.SearchText(prot.Redacted))
+	}, storage.SearchText(own), storage.SearchText(prev))
 	if err != nil {
 		return RecordResult{}, err
 	}
@@ -226,6 +236,27 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
 	}
 	return res, nil
+}
+
+// previousTurn is the clear text of the user's turn just before e (in e's session
+// when it has one), or "".
+func (a *MemoryActivities) previousTurn(ctx context.Context, e IngestEvent) (string, error) {
+	var prev []storage.Evidence
+	q := a.Store.DB().NewSelect().Model(&prev).Column("content", "key_id").
+		Where("tenant_id = ? AND user_id = ? AND occurred_at < ?", e.TenantID, e.UserID, e.OccurredAt.UTC())
+	if e.SessionID != "" {
+		q = q.Where("session_id = ?", e.SessionID)
+	}
+	if err := q.Order("occurred_at DESC").Limit(1).Scan(ctx); err != nil {
+		return "", fmt.Errorf("load the previous turn: %w", err)
+	}
+	if len(prev) == 0 {
+		return "", nil
+	}
+	if err := a.Store.DecryptEvidence(prev); err != nil {
+		return "", err
+	}
+	return prev[0].Content, nil
 }
 
 // SpeakerOf is who said an event: the person an actor id names when a user's event
@@ -843,13 +874,19 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		ID      string `bun:"id"`
 		Content string `bun:"content"`
 		KeyID   string `bun:"key_id"`
+		Speaker string `bun:"speaker"`
+		UserID  string `bun:"user_id"`
 	}
 	load := func(table string, ids []string) ([]row, error) {
 		var rows []row
 		if len(ids) == 0 {
 			return nil, nil
 		}
-		err := a.Store.DB().NewSelect().Table(table).Column("id", "content", "key_id").
+		cols := []string{"id", "content", "key_id"}
+		if table == "evidence" {
+			cols = append(cols, "speaker", "user_id")
+		}
+		err := a.Store.DB().NewSelect().Table(table).Column(cols...).
 			Where("tenant_id = ? AND id IN (?)", in.TenantID, bun.In(ids)).Scan(ctx, &rows)
 		return rows, err
 	}
@@ -873,6 +910,11 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 			// Vectors are built from the clear (redacted) text, never the sealed column.
 			if texts[i], err = a.Store.DecryptContent(r.KeyID, r.Content); err != nil {
 				return fmt.Errorf("decrypt %s %s: %w", t.table, r.ID, err)
+			}
+			// A turn said by a named person is embedded as "Name: text", so "what did
+			// Maya …" finds what Maya said.
+			if _, name, ok := strings.Cut(r.Speaker, ":"); ok && name != "" && name != r.UserID && llm.SpeakerSubject(name) != "user" {
+				texts[i] = name + ": " + texts[i]
 			}
 		}
 		vecs, err := a.Embedder.Embed(ctx, texts)

@@ -72,6 +72,9 @@ type Item struct {
 	Why         string            `json:"why,omitempty"` // why it was chosen, e.g. "keyword #1, semantic #3; task scope leads"
 	EvidenceIDs []string          `json:"evidence_ids,omitempty"`
 	OccurredAt  time.Time         `json:"occurred_at"`
+	// Speaker is who said an evidence turn, when a named person other than the user
+	// did (a conversation between two people kept under one user).
+	Speaker string `json:"speaker,omitempty"`
 }
 
 // TaskState is the task part of the context, read from the tasks table.

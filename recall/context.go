@@ -64,8 +64,14 @@ func factLine(it Item) string {
 	return b.String()
 }
 
+// evidenceLine is a turn with its date (so "when" is answerable from the context
+// alone), its speaker when a named person said it, and its trace tag.
 func evidenceLine(it Item) string {
-	return fmt.Sprintf("- %s %s %s", it.OccurredAt.UTC().Format("2006-01-02 15:04"), oneLine(it.Content, 400), tag(KindEvidence, it.ID))
+	who := ""
+	if it.Speaker != "" {
+		who = it.Speaker + ": "
+	}
+	return fmt.Sprintf("- %s %s%s %s", it.OccurredAt.UTC().Format("Mon 2006-01-02 15:04"), who, oneLine(it.Content, 400), tag(KindEvidence, it.ID))
 }
 
 // buildContext packs the sections within budget tokens: the task and its state

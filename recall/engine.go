@@ -59,8 +59,11 @@ type Options struct {
 	MaxScanTuples int
 	// GraphHops bounds the walk from the entities a question names (default 2).
 	GraphHops int
-	// RRFK is the reciprocal-rank-fusion constant (default 60).
+	// RRFK is the reciprocal-rank-fusion constant (default 60); unused since fusion
+	// is score-based (see Fusion), kept so old configurations still parse.
 	RRFK float64
+	// Fusion weighs the retrievers (zero value: DefaultFusion).
+	Fusion Fusion
 	// DefaultSchema parses questions when the request names none (default general).
 	DefaultSchema string
 	AccessLog     AccessLogMode
@@ -120,6 +123,9 @@ func New(store *storage.Store, emb llm.Embedder, kw KeywordIndex, schemas func(c
 	}
 	if opts.RRFK <= 0 {
 		opts.RRFK = 60
+	}
+	if opts.Fusion == (Fusion{}) {
+		opts.Fusion = DefaultFusion()
 	}
 	if opts.DefaultSchema == "" {
 		opts.DefaultSchema = "general"

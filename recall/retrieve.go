@@ -51,7 +51,7 @@ type factRow struct {
 	Evidence     []string          `bun:"ev,array"`
 	Src          string            `bun:"src"`
 	Rk           int               `bun:"rk"`
-	D            *float64          `bun:"d"` // semantic distance
+	D            *float64          `bun:"d"` // semantic distance, or keyword (ts_rank) score
 }
 
 const factCols = "f.id, f.tenant_id, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
@@ -75,6 +75,7 @@ type evidenceRow struct {
 	Importance   float64   `bun:"importance"`
 	Src          string    `bun:"src"`
 	Rk           int       `bun:"rk"`
+	D            *float64  `bun:"d"` // semantic distance, or keyword (BM25) score
 }
 
 const evidenceCols = "e.id, e.tenant_id, e.kind, e.content, e.speaker, e.user_id, e.department_id, e.agent_id, e.session_id, e.task_id, e.occurred_at, e.importance"

@@ -105,7 +105,7 @@ func buildRecallSQL(current bool, n int, part int) string {
 	// whose matches for a common CJK bigram run to tens of thousands, out of the
 	// generic plan); current TENANT facts, which can be many, use their own GIN
 	// index (facts_search_tenant_gin).
-	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (")
+	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
 	kwSel := "f.id, ts_rank(f.search, to_tsquery('english', $11)) AS r"
 	if current {
 		unionArms(&b, []string{factArms[0], factArms[2], factArms[3]}, "$23", kwSel, tf, "(f.search @@ to_tsquery('english', $11)) IS TRUE", "r DESC", n)
@@ -139,17 +139,30 @@ func buildRecallSQL(current bool, n int, part int) string {
 		"WHERE (%s) AND %s GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
 	fmt.Fprintf(&b, "esem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT e.id, e.embedding <=> $10::vector AS d FROM evidence e WHERE $22 AND %s AND e.embedding IS NOT NULL "+
 		"ORDER BY e.embedding <=> $10::vector LIMIT %d) x), ", evidenceVisibleSQL, n)
-	fmt.Fprintf(&b, "ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk FROM (SELECT e.id, ts_rank(e.search, to_tsquery('english', $11)) AS r FROM evidence e WHERE $23 AND %s "+
-		"AND (e.search @@ to_tsquery('english', $11)) IS TRUE ORDER BY r DESC LIMIT %d) x), ", evidenceVisibleSQL, n)
+	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics over the
+	// principal's visible turns as the corpus: N and the document frequencies are
+	// counted over them at query time (no statistics to keep in step), a turn's own
+	// words count in full and the words of the turn before it (weight C, see
+	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes.
+	fmt.Fprintf(&b, "eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
+		"em AS MATERIALIZED (SELECT e.id, e.search, greatest(length(ts_filter(e.search, '{a,b,d}')), 1) AS dl FROM evidence e WHERE $23 AND %s "+
+		"AND (e.search @@ to_tsquery('english', $11)) IS TRUE), "+
+		"etf AS (SELECT m.id, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
+		"FROM em m CROSS JOIN LATERAL unnest(m.search) u WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
+		"edf AS (SELECT lexeme, count(*)::float8 AS df FROM etf GROUP BY lexeme), "+
+		"en AS (SELECT greatest((SELECT count(*) FROM evidence e WHERE $23 AND %s), 1)::float8 AS n, coalesce((SELECT avg(dl) FROM em), 1)::float8 AS avgdl), "+
+		"ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, "+
+		"sum(ln(1 + (en.n - edf.df + 0.5) / (edf.df + 0.5)) * t.tf * 2.2 / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / en.avgdl))) AS r "+
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id ORDER BY r DESC LIMIT %d) x), ", evidenceVisibleSQL, evidenceVisibleSQL, n)
 	var fc, ec []string
 	if part != partLexical {
 		fc = append(fc, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
 		ec = append(ec, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM esem")
 	}
 	if part != partSemantic {
-		fc = append(fc, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, NULL::float8 AS d FROM kw",
+		fc = append(fc, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM kw",
 			"SELECT id, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
-		ec = append(ec, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, NULL::float8 AS d FROM ekw")
+		ec = append(ec, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM ekw")
 	}
 	b.WriteString("fc AS (" + strings.Join(fc, " UNION ALL ") + "), ec AS (" + strings.Join(ec, " UNION ALL ") + ") ")
 	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
@@ -519,7 +532,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]f
 				evs = append(evs, evidenceRow{
 					ID: asString(v[4]), TenantID: p.vis.TenantID, Kind: "", Content: asString(v[17]), Speaker: asString(v[28]),
 					UserID: asString(v[9]), DepartmentID: asString(v[8]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
-					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]),
+					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]), D: d,
 				})
 				return nil
 			}

@@ -202,7 +202,12 @@ func validateEmbedding(field string, v *pgvector.Vector) error {
 
 // InsertEvidence stores evidence for an event of the same tenant. It is idempotent
 // on (event, locator): a retry returns the stored row.
-func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidence, searchText string) (*Evidence, error) {
+//
+// searchText is what the row is found by (its words count in full); contextText,
+// when given, is indexed beside it at weight C (the turn before it, so a reply is
+// found by the question it answers); keyword scoring counts context words at a
+// fraction (see recall's BM25).
+func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidence, searchText string, contextText ...string) (*Evidence, error) {
 	ev.TenantID = tenantID
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
@@ -222,9 +227,13 @@ func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidenc
 	if err := validateEmbedding("embedding", ev.Embedding); err != nil {
 		return nil, err
 	}
-	q := s.db.NewInsert().Model(ev).
-		Value("search", "to_tsvector('english', ?)", searchText).
-		On("CONFLICT (tenant_id, event_id, locator) DO NOTHING").Returning("id")
+	q := s.db.NewInsert().Model(ev)
+	if c := strings.TrimSpace(strings.Join(contextText, " ")); c != "" {
+		q = q.Value("search", "to_tsvector('english', ?) || setweight(to_tsvector('english', ?), 'C')", searchText, c)
+	} else {
+		q = q.Value("search", "to_tsvector('english', ?)", searchText)
+	}
+	q = q.On("CONFLICT (tenant_id, event_id, locator) DO NOTHING").Returning("id")
 	if ev.ID == "" {
 		q = q.ExcludeColumn("id")
 	}
