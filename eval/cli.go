@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ type Config struct {
 	Mode     string
 	K        int
 	Out      string // folder for the Markdown, JSON and SVG reports ("" : none)
+	JSON     bool   // print the report as JSON instead of the table
 	LoCoMo   string // a LoCoMo file to run instead of the suites
 	MinCheck bool   // fail when a threshold is missed
 	Recall   string // engine (default) or baseline
@@ -127,8 +129,20 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		rep.Notes = append(rep.Notes, "recaller: the plain baseline, not the recall engine")
 	}
 	rep.Check()
-	rep.WriteTable(out)
-	if cfg.Out != "" {
+	if cfg.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return rep, err
+		}
+	} else {
+		rep.WriteTable(out)
+	}
+	if cfg.Out != "" && cfg.JSON {
+		if _, err := rep.WriteFiles(cfg.Out); err != nil {
+			return rep, err
+		}
+	} else if cfg.Out != "" {
 		files, err := rep.WriteFiles(cfg.Out)
 		if err != nil {
 			return rep, err

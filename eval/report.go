@@ -81,11 +81,11 @@ type SuiteReport struct {
 	// BaselineMargin: how far above the baseline the engine's figures must be
 	// (evidence_recall@1, @10; 0 when unset: not below it).
 	BaselineMargin map[string]float64 `json:"baseline_margin,omitempty"`
-	Thresholds Bounds             `json:"thresholds"`
-	Failures   []string           `json:"failures,omitempty"`
-	Probes     []ProbeResult      `json:"probes,omitempty"`
-	Extra      map[string]float64 `json:"extra,omitempty"`
-	Notes      []string           `json:"notes,omitempty"`
+	Thresholds     Bounds             `json:"thresholds"`
+	Failures       []string           `json:"failures,omitempty"`
+	Probes         []ProbeResult      `json:"probes,omitempty"`
+	Extra          map[string]float64 `json:"extra,omitempty"`
+	Notes          []string           `json:"notes,omitempty"`
 }
 
 // Report is a run's outcome.

@@ -591,7 +591,37 @@ func sameObject(a, b string) bool {
 		}
 		return true
 	}
-	return within(wa, wb) || within(wb, wa)
+	if within(wa, wb) || within(wb, wa) {
+		return true
+	}
+	// The same head ("running when the streets are empty", "running early in the
+	// morning"): the first word that names the thing.
+	return firstWord(a) != "" && firstWord(a) == firstWord(b)
+}
+
+func firstWord(s string) string {
+	for _, w := range strings.Fields(s) {
+		w = strings.Trim(w, ",.;:!?\"'")
+		if w != "" && !objectFiller[w] {
+			return fold(w)
+		}
+	}
+	return ""
+}
+
+// Relations said in several ways.
+var objectSynonyms = map[string]string{"dad": "father", "mom": "mother", "mum": "mother", "grandma": "grandmother", "grandpa": "grandfather", "puppy": "dog", "kitten": "cat", "bunny": "rabbit"}
+
+func fold(w string) string {
+	if s, ok := objectSynonyms[w]; ok {
+		return s
+	}
+	for _, suf := range []string{"ing", "es", "s"} {
+		if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
+			return strings.TrimSuffix(w, suf)
+		}
+	}
+	return w
 }
 
 var objectFiller = map[string]bool{"a": true, "an": true, "the": true, "named": true, "called": true, "my": true, "of": true, "to": true, "and": true}
@@ -602,13 +632,7 @@ func objectWords(s string) map[string]bool {
 		if objectFiller[w] {
 			continue
 		}
-		for _, suf := range []string{"ing", "es", "s"} {
-			if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
-				w = strings.TrimSuffix(w, suf)
-				break
-			}
-		}
-		out[w] = true
+		out[fold(w)] = true
 	}
 	return out
 }

@@ -14,7 +14,10 @@ var svgSeries = []struct {
 }{
 	{"recall@5", "#2b6cb0", func(m Metrics, _ *Metrics) (float64, bool) { v, ok := m.RecallAt["5"]; return v, ok }},
 	{"MRR", "#38a169", func(m Metrics, _ *Metrics) (float64, bool) { return m.MRR, m.RecallProbes > 0 }},
-	{"evidence recall@10", "#805ad5", func(m Metrics, _ *Metrics) (float64, bool) { v, ok := m.EvidenceAt["10"]; return v, ok && m.EvidenceProbes > 0 }},
+	{"evidence recall@10", "#805ad5", func(m Metrics, _ *Metrics) (float64, bool) {
+		v, ok := m.EvidenceAt["10"]
+		return v, ok && m.EvidenceProbes > 0
+	}},
 	{"baseline evidence recall@10", "#b7a6dc", func(_ Metrics, b *Metrics) (float64, bool) {
 		if b == nil || b.EvidenceProbes == 0 {
 			return 0, false

@@ -85,7 +85,7 @@ var badObjectWord = map[string]bool{
 }
 
 // Trailing qualifiers a loose capture picks up ("hiking so much" → "hiking").
-var trailingQualifier = regexp.MustCompile(`(?i)(?:\s+(?:so much|a lot|lots|too|as well|though|lately|now|these days|right now|anyway|honestly|really|again|already|haha|lol|for sure|very much|so|even more|more than anything|the most|best))+$`)
+var trailingQualifier = regexp.MustCompile(`(?i)(?:\s+(?:so much|a lot|lots|too|as well|though|lately|now|these days|right now|anyway|honestly|really|again|already|haha|lol|for sure|very much|so|even more|more than anything|the most|best|there|here|out there|over there))+$`)
 
 // CheckObject cleans an English object and says whether it names something
 // (ok), and whether it is long enough to be a clause rather than a thing (weak: the

@@ -18,6 +18,8 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		suites   []string
+		tune     bool
+		asJSON   bool
 		mode     string
 		k        int
 		out      string
@@ -69,8 +71,16 @@ See eval/README.md.`,
 				named = append(named, eval.NamedEmbedder{Name: name, Embedder: e})
 			}
 			gov := cfg.Governance
+			if tune {
+				_, err := eval.TuneMain(cmd.Context(), eval.Config{
+					Suites: suites, Mode: mode, K: k, Parallel: parallel,
+					DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
+				}, eval.TuneGrid(), cmd.OutOrStdout(), asJSON)
+				return err
+			}
 			_, err = eval.Main(cmd.Context(), eval.Config{
-				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, MinCheck: minCheck == "on",
+				Suites: suites, Mode: mode, K: k, Out: out, JSON: asJSON, LoCoMo: locomo, MinCheck: minCheck == "on",
 				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel,
 				DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
@@ -81,6 +91,8 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
+	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
 	f.StringVar(&mode, "mode", eval.ModeRules, "extractor: rules (offline), gold (the scenarios' gold through the LLM code path and a local fake server), llm (ENGRAM_LLM_BASE_URL)")
 	f.IntVar(&k, "k", 10, "cut-off for precision@k and the leak and stale checks")
