@@ -22,6 +22,11 @@ import (
 
 // Request limits.
 const (
+	// expandFrom and expandNames bound entity expansion: names from the best few
+	// items, a few names.
+	expandFrom  = 3
+	expandNames = 4
+
 	MaxQueryBytes      = 4 << 10
 	DefaultK           = 10
 	MaxK               = 100
@@ -390,6 +395,22 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	}
 	ranked := e.fuse(p, req, facts, evs, recent)
 	mark("fuse", t)
+	if e.opts.Fusion.Expand > 0 && on.has(RetrieverGraph) && e.pgKW {
+		// The second hop over names the best turns mention (see expand.go).
+		t = time.Now()
+		top := ranked
+		if len(top) > expandFrom {
+			top = top[:expandFrom]
+		}
+		if names := expansionNames(req.Query, top, expandNames); len(names) > 0 {
+			f2, e2, err := e.expand(ctx, p, names)
+			if err != nil {
+				return Response{}, err
+			}
+			ranked = e.fuse(p, req, append(facts, f2...), append(evs, e2...), recent)
+		}
+		mark("expand", t)
+	}
 
 	t = time.Now()
 	resp := Response{AsOf: asOf}

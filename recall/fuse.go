@@ -22,6 +22,8 @@ type cand struct {
 	// cosine similarity to the question (from the semantic retriever).
 	kw, sim       float64
 	hasKW, hasSim bool
+	// exp is the keyword score of the second hop (names the best items mention).
+	exp float64
 }
 
 // Fusion weighs what each retriever says about an item's relevance to the
@@ -48,11 +50,14 @@ type Fusion struct {
 	Recent     float64 `json:"recent"`
 	// Backing multiplies a turn that a fact in the list already stands on.
 	Backing float64 `json:"backing"`
+	// Expand multiplies the (normalised) keyword score of the second hop: turns
+	// that mention a name the best items mention (0: no second hop).
+	Expand float64 `json:"expand"`
 }
 
 // DefaultFusion are the measured defaults.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 0.5, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3}
+	return Fusion{Keyword: 1, Semantic: 0.5, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.3}
 }
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
@@ -96,6 +101,8 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			if !c.hasKW || *d > c.kw {
 				c.kw, c.hasKW = *d, true
 			}
+		case sourceExpand:
+			c.exp = math.Max(c.exp, *d)
 		}
 	}
 	for _, f := range facts {
@@ -135,10 +142,11 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 
 	// Keyword scores are normalised by the best of their kind in this recall; a fact
 	// also takes the (normalised) score of a turn it stands on.
-	var maxEv, maxFact float64
+	var maxEv, maxFact, maxExp float64
 	evKW := map[string]float64{}
 	for _, key := range order {
 		c := byID[key]
+		maxExp = math.Max(maxExp, c.exp)
 		if !c.hasKW {
 			continue
 		}
@@ -197,6 +205,10 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		hit := lex > 0 || (c.hasSim && c.sim >= fw.SemanticMatch)
 		if rk, ok := c.ranks[RetrieverGraph]; ok {
 			rel += fw.Graph / (1 + 0.1*float64(rk-1))
+			hit = true
+		}
+		if c.exp > 0 && maxExp > 0 {
+			rel += fw.Expand * c.exp / maxExp
 			hit = true
 		}
 		if rk, ok := c.ranks[RetrieverStructured]; ok {
