@@ -68,12 +68,12 @@ type factHistoryIn struct {
 
 type forgetFactIn struct {
 	FactID string `json:"fact_id" jsonschema:"The fact to invalidate (a UUID). Its history is kept; it is no longer recalled."`
-	Reason string `json:"reason,omitempty" jsonschema:"Why (recorded with the revision)."`
+	Reason string `json:"reason" jsonschema:"Why the fact is invalid (recorded with the revision)."`
 }
 
 type taskStepIn struct {
 	Name   string         `json:"name" jsonschema:"Step name, unique within the task."`
-	Action string         `json:"action,omitempty" jsonschema:"Side-effecting action the step calls (empty: a step without side effects)."`
+	Action string         `json:"action" jsonschema:"The action the step calls at the task action endpoint (e.g. search_flights, book_hotel)."`
 	Input  map[string]any `json:"input,omitempty" jsonschema:"The action's input."`
 }
 
@@ -120,7 +120,7 @@ func (e *engine) addTools(s *sdk.Server) {
 	tool(e, s, &sdk.Tool{Name: "fact_history", Title: "Fact history",
 		Description: "List every revision of a memory key, oldest first: what was believed when, and what superseded it.", Annotations: readOnly}, e.factHistory)
 	tool(e, s, &sdk.Tool{Name: "forget_fact", Title: "Forget a fact",
-		Description: "Invalidate a fact that is wrong or no longer wanted: it stops being recalled; its history is kept for audit.",
+		Description: "Invalidate a fact that is wrong or no longer wanted: it stops being recalled; its history is kept for audit. Needs a reviewer or admin key.",
 		Annotations: &sdk.ToolAnnotations{IdempotentHint: true}}, e.forgetFact)
 	tool(e, s, &sdk.Tool{Name: "task_start", Title: "Start a task",
 		Description: "Start a durable task (state kept apart from memory). With goal and steps the task is planned at once; " +
