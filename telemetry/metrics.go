@@ -19,39 +19,41 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 )
 
 // Metrics holds Engram's collectors and the registry /metrics serves.
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	RecallSeconds    prometheus.Histogram
-	RetrieverSeconds *prometheus.HistogramVec // label retriever
-	Recalls          *prometheus.CounterVec   // label code (ok or a Connect code)
-	Writes           *prometheus.CounterVec   // label status
-	ExtractAttempts  prometheus.Counter
-	ExtractFailures  *prometheus.CounterVec // label reason (error, invalid)
-	ToolCalls        *prometheus.CounterVec // labels tool, outcome
-	HTTPRequests     *prometheus.CounterVec // labels handler, code
+	RecallSeconds   prometheus.Histogram
+	StageSeconds    *prometheus.HistogramVec // label stage
+	RetrieverHits   *prometheus.CounterVec   // label retriever
+	Recalls         *prometheus.CounterVec   // label code (ok or a Connect code)
+	Writes          *prometheus.CounterVec   // label status
+	ExtractAttempts prometheus.Counter
+	ExtractFailures *prometheus.CounterVec // label reason (error, invalid)
+	ToolCalls       *prometheus.CounterVec // labels tool, outcome
+	HTTPRequests    *prometheus.CounterVec // labels handler, code
 
 	temporal client.MetricsHandler
 }
 
 // Names of Engram's own metrics (the README lists them; a test checks them).
 const (
-	MetricRecallSeconds    = "engram_recall_duration_seconds"
-	MetricRetrieverSeconds = "engram_recall_retriever_duration_seconds"
-	MetricRecalls          = "engram_recalls_total"
-	MetricWrites           = "engram_writes_total"
-	MetricExtractAttempts  = "engram_extraction_attempts_total"
-	MetricExtractFailures  = "engram_extraction_failures_total"
-	MetricReviewQueue      = "engram_review_queue_depth"
-	MetricOutboxPending    = "engram_outbox_pending"
-	MetricOutboxLag        = "engram_outbox_lag_seconds"
-	MetricToolCalls        = "engram_mcp_tool_calls_total"
-	MetricHTTPRequests     = "engram_http_requests_total"
+	MetricRecallSeconds   = "engram_recall_duration_seconds"
+	MetricStageSeconds    = "engram_recall_stage_duration_seconds"
+	MetricRetrieverHits   = "engram_recall_retriever_hits_total"
+	MetricRecalls         = "engram_recalls_total"
+	MetricWrites          = "engram_writes_total"
+	MetricExtractAttempts = "engram_extraction_attempts_total"
+	MetricExtractFailures = "engram_extraction_failures_total"
+	MetricReviewQueue     = "engram_review_queue_depth"
+	MetricOutboxPending   = "engram_outbox_pending"
+	MetricOutboxLag       = "engram_outbox_lag_seconds"
+	MetricToolCalls       = "engram_mcp_tool_calls_total"
+	MetricHTTPRequests    = "engram_http_requests_total"
 )
 
 // NewMetrics returns the collectors, registered with a new registry together with
@@ -64,8 +66,11 @@ func NewMetrics(db *sql.DB) (*Metrics, error) {
 		Registry: reg,
 		RecallSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricRecallSeconds,
 			Help: "Latency of a recall, end to end.", Buckets: prometheus.ExponentialBuckets(0.002, 2, 13)}),
-		RetrieverSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricRetrieverSeconds,
-			Help: "Latency of each recall stage (semantic, keyword, graph retrievers; parse, fuse, render).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"retriever"}),
+		StageSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricStageSeconds,
+			Help:    "Latency of each recall stage: parse, embed (the semantic retriever's query vector), retrieve (one SQL statement running the semantic, keyword and graph retrievers), keyword_index (an external keyword index), task_session, fuse, context, access_log.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"stage"}),
+		RetrieverHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetrieverHits,
+			Help: "Recalled items each retriever found (an item found by several counts for each)."}, []string{"retriever"}),
 		Recalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRecalls,
 			Help: "Recalls answered, by outcome (ok or the error code)."}, []string{"code"}),
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricWrites,
@@ -79,7 +84,7 @@ func NewMetrics(db *sql.DB) (*Metrics, error) {
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricHTTPRequests,
 			Help: "HTTP requests, by handler (api, mcp) and status class."}, []string{"handler", "code"}),
 	}
-	reg.MustRegister(m.RecallSeconds, m.RetrieverSeconds, m.Recalls, m.Writes, m.ExtractAttempts, m.ExtractFailures, m.ToolCalls, m.HTTPRequests,
+	reg.MustRegister(m.RecallSeconds, m.StageSeconds, m.RetrieverHits, m.Recalls, m.Writes, m.ExtractAttempts, m.ExtractFailures, m.ToolCalls, m.HTTPRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, code := range []string{"ok"} {
 		m.Recalls.WithLabelValues(code)
@@ -110,9 +115,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// ObserveRecall records one recall: its total latency and each stage's (timings
-// as recall.Response.Timings reports them), and its outcome.
-func (m *Metrics) ObserveRecall(took time.Duration, timings map[string]time.Duration, err error) {
+// ObserveRecall records one recall: its total latency, each stage's (timings as
+// recall.Response.Timings reports them), the retrievers of its items (each
+// item's Retrievers) and its outcome.
+func (m *Metrics) ObserveRecall(took time.Duration, timings map[string]time.Duration, retrievers [][]string, err error) {
 	if m == nil {
 		return
 	}
@@ -126,7 +132,14 @@ func (m *Metrics) ObserveRecall(took time.Duration, timings map[string]time.Dura
 	}
 	m.RecallSeconds.Observe(took.Seconds())
 	for stage, d := range timings {
-		m.RetrieverSeconds.WithLabelValues(stage).Observe(d.Seconds())
+		if stage != "total" {
+			m.StageSeconds.WithLabelValues(stage).Observe(d.Seconds())
+		}
+	}
+	for _, rs := range retrievers {
+		for _, r := range rs {
+			m.RetrieverHits.WithLabelValues(r).Inc()
+		}
 	}
 }
 

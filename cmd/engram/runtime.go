@@ -131,8 +131,8 @@ func (r *runtime) httpHandler() (http.Handler, error) {
 	return telemetry.TraceHTTP(mux), nil
 }
 
-// meteredRecaller observes every recall's latency (overall and per retriever)
-// and outcome.
+// meteredRecaller observes every recall's latency (overall and per stage), the
+// retrievers behind its items and its outcome.
 type meteredRecaller struct {
 	next    server.Recaller
 	metrics *telemetry.Metrics
@@ -141,7 +141,11 @@ type meteredRecaller struct {
 func (m meteredRecaller) Recall(ctx context.Context, req recall.Request) (recall.Response, error) {
 	start := time.Now()
 	res, err := m.next.Recall(ctx, req)
-	m.metrics.ObserveRecall(time.Since(start), res.Timings, err)
+	var retrievers [][]string
+	for _, it := range res.Items {
+		retrievers = append(retrievers, it.Retrievers)
+	}
+	m.metrics.ObserveRecall(time.Since(start), res.Timings, retrievers, err)
 	return res, err
 }
 
