@@ -1,4 +1,4 @@
-// Package mcp tests Engram's MCP server, its metrics and the TypeScript client
+// Package mcp tests Engram's MCP server, its metrics and the TypeScript client (ts/)
 // against a real `engram serve` process (real Postgres, real Temporal) with
 // clients no one here wrote: the MCP TypeScript SDK's client over Streamable HTTP
 // and over stdio (`engram mcp`), and the MCP conformance suite
@@ -130,6 +130,15 @@ func TestMCPClientsConformanceAndMetrics(t *testing.T) {
 	})
 
 	t.Run("Conformance", func(t *testing.T) { conformance(t, ctx, dir, s.url, key) })
+
+	// The TypeScript client (ts/), with node's test runner, in a tenant of its own.
+	t.Run("TypeScriptClient", func(t *testing.T) {
+		tsDir := filepath.Join(repoRoot(t), "ts")
+		npmCI(t, tsDir, "@connectrpc/connect-node")
+		tsKey := s.createKey(t, "ts-"+testenv.RandomID(8), "ts-agent", "agent", "--user", "u1")
+		out := runNode(t, ctx, tsDir, append(os.Environ(), "ENGRAM_URL="+s.url, "ENGRAM_API_KEY="+tsKey), "--test", "--test-reporter=spec", "test/")
+		t.Logf("node --test ts/test/:\n%s", out)
+	})
 
 	t.Run("Metrics", func(t *testing.T) { checkMetrics(t, ctx, s.url) })
 }
