@@ -182,7 +182,14 @@ func conformance(t *testing.T, ctx context.Context, dir, base, key string) {
 		summary = append(summary, line)
 	}
 	t.Logf("MCP conformance suite (@modelcontextprotocol/conformance) against /mcp:\n  %s", strings.Join(summary, "\n  "))
-	fmt.Printf("MCP conformance: %d/%d scenarios passed\n  %s\n", len(conformanceScenarios)-failed, len(conformanceScenarios), strings.Join(summary, "\n  "))
+	// go test shows a passing package's output only with -v: the result is also
+	// kept in artifacts/, which scripts/test prints.
+	report := fmt.Sprintf("MCP conformance (@modelcontextprotocol/conformance) against /mcp: %d/%d scenarios passed\n  %s\n",
+		len(conformanceScenarios)-failed, len(conformanceScenarios), strings.Join(summary, "\n  "))
+	fmt.Print(report)
+	if err := os.MkdirAll(filepath.Join(dir, "artifacts"), 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "artifacts", "conformance.txt"), []byte(report), 0o644)
+	}
 	assert.Zero(t, failed, "conformance scenarios failed")
 }
 
