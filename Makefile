@@ -23,19 +23,26 @@ gentools:
 	@test -x $(GOBIN)/buf || go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	@test -x $(GOBIN)/protoc-gen-go || go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@test -x $(GOBIN)/protoc-gen-connect-go || go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+	@test -x ts/node_modules/.bin/protoc-gen-es || (cd ts && npm ci --no-audit --no-fund --loglevel=error)
 
-# Regenerates gen/ from proto/.
+# Regenerates gen/ (Go) and ts/gen/ (TypeScript, protoc-gen-es from ts/node_modules) from proto/.
 generate: gentools
 	PATH=$(GEN_PATH) buf lint
-	rm -rf gen/engram
+	rm -rf gen/engram ts/gen
 	PATH=$(GEN_PATH) buf generate
+	PATH=$(GEN_PATH) buf generate --template buf.gen.ts.yaml
 
-# Fails when gen/ differs from what proto/ generates (run by scripts/test).
+# Fails when gen/ or ts/gen/ differs from what proto/ generates (run by scripts/test).
 checkgenerate: gentools
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  PATH=$(GEN_PATH) buf lint && \
 	  PATH=$(GEN_PATH) buf generate -o $$tmp && \
+	  PATH=$(GEN_PATH) buf generate --template buf.gen.ts.yaml -o $$tmp && \
 	  if ! diff -r $$tmp/gen gen >/dev/null; then \
 	    diff -r $$tmp/gen gen | head -50; \
 	    echo "gen/ is out of date with proto/: run 'make generate' and commit" >&2; exit 1; \
+	  fi && \
+	  if ! diff -r $$tmp/ts/gen ts/gen >/dev/null; then \
+	    diff -r $$tmp/ts/gen ts/gen | head -50; \
+	    echo "ts/gen/ is out of date with proto/: run 'make generate' and commit" >&2; exit 1; \
 	  fi

@@ -89,24 +89,9 @@ func NewAuthInterceptor(keys KeyResolver) connect.UnaryInterceptorFunc {
 			if req.Spec().IsClient {
 				return next(ctx, req)
 			}
-			h := req.Header().Get("Authorization")
-			scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
-			if h == "" {
-				return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("missing API key: send the header `Authorization: Bearer <key>` (create one with `engram keys create`)"))
-			}
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("malformed Authorization header: expected `Bearer <key>`"))
-			}
-			k, err := keys.LookupAPIKey(ctx, strings.TrimSpace(key))
-			if errors.Is(err, storage.ErrBadKey) {
-				return nil, connect.NewError(connect.CodeUnauthenticated, err)
-			}
+			p, err := AuthenticateHeader(ctx, keys, req.Header().Get("Authorization"))
 			if err != nil {
-				return nil, toConnect(ctx, fmt.Errorf("resolve api key: %w", err))
-			}
-			p := &Principal{
-				KeyID: k.ID, TenantID: k.TenantID, Name: k.Principal, Roles: k.Roles,
-				UserID: k.UserID, DepartmentID: k.DepartmentID, AgentID: k.AgentID, AllowedUsers: k.AllowedUsers,
+				return nil, err
 			}
 			return next(WithPrincipal(ctx, p), req)
 		}

@@ -57,27 +57,23 @@ var Services = []string{
 // interceptor, plus gRPC health (grpc.health.v1) and reflection (v1 and v1alpha),
 // which need no key.
 func New(d Deps) (http.Handler, error) {
-	if d.Store == nil || d.Temporal == nil {
-		return nil, errors.New("server: Store and Temporal are required")
+	d, err := d.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.ReadMaxBytes <= 0 {
-		d.ReadMaxBytes = DefaultReadMaxBytes
-	}
-	if d.Config.TaskQueue == "" {
-		d.Config.TaskQueue = "engram"
+	hs, err := NewHandlers(d)
+	if err != nil {
+		return nil, err
 	}
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(NewAuthInterceptor(d.Store)),
 		connect.WithReadMaxBytes(d.ReadMaxBytes),
 	}
 	mux := http.NewServeMux()
-	mux.Handle(engramv1connect.NewMemoryServiceHandler(&memoryServer{d}, opts...))
-	mux.Handle(engramv1connect.NewReviewServiceHandler(&reviewServer{d}, opts...))
-	mux.Handle(engramv1connect.NewTaskServiceHandler(&taskServer{d}, opts...))
-	mux.Handle(engramv1connect.NewSchemaServiceHandler(&schemaServer{d}, opts...))
+	mux.Handle(engramv1connect.NewMemoryServiceHandler(hs.Memory, opts...))
+	mux.Handle(engramv1connect.NewReviewServiceHandler(hs.Review, opts...))
+	mux.Handle(engramv1connect.NewTaskServiceHandler(hs.Task, opts...))
+	mux.Handle(engramv1connect.NewSchemaServiceHandler(hs.Schema, opts...))
 	mux.Handle(grpchealth.NewHandler(&healthChecker{d: d}))
 	reflector := grpcreflect.NewStaticReflector(Services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
@@ -154,3 +150,5 @@ func Serve(ctx context.Context, addr string, h http.Handler, grace time.Duration
 	}
 	return nil
 }
+
+func slogDefault() *slog.Logger { return slog.Default() }

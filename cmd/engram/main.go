@@ -39,7 +39,7 @@ func rootCmd() *cobra.Command {
 	schema.AddCommand(schemaAPICmds()...)
 	root.AddCommand(versionCmd(), migrateCmd(), workerCmd(), serveCmd(), keysCmd(), devCmd(),
 		ingestCmd(), recallCmd(), factsCmd(), reviewCmd(), taskCmd(), schema,
-		auditCmd(), benchCmd(), evalCmd(), eraseCmd(), maintenanceCmd())
+		auditCmd(), benchCmd(), evalCmd(), eraseCmd(), maintenanceCmd(), mcpCmd())
 	return root
 }
 

@@ -1,0 +1,82 @@
+package telemetry
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/workflows"
+)
+
+// Interceptor counts write outcomes (MemoryWrite results) and extraction attempts
+// and failures (Extract and Validate activities) on the workers created from a
+// client that carries it (client.Options.Interceptors), without touching the
+// workflows' code.
+func (m *Metrics) Interceptor() interceptor.Interceptor { return &countingInterceptor{m: m} }
+
+type countingInterceptor struct {
+	interceptor.InterceptorBase
+	m *Metrics
+}
+
+func (c *countingInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &activityCounter{m: c.m}
+	i.Next = next
+	return i
+}
+
+func (c *countingInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	i := &workflowCounter{m: c.m}
+	i.Next = next
+	return i
+}
+
+type activityCounter struct {
+	interceptor.ActivityInboundInterceptorBase
+	m *Metrics
+}
+
+func (a *activityCounter) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	switch activity.GetInfo(ctx).ActivityType.Name {
+	case "Extract":
+		a.m.ExtractAttempts.Inc()
+		if err != nil {
+			a.m.ExtractFailures.WithLabelValues("error").Inc()
+		}
+	case "Validate":
+		if v, ok := res.(activities.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
+			a.m.ExtractFailures.WithLabelValues("invalid").Inc()
+		}
+	}
+	return res, err
+}
+
+type workflowCounter struct {
+	interceptor.WorkflowInboundInterceptorBase
+	m *Metrics
+}
+
+func (w *workflowCounter) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	res, err := w.Next.ExecuteWorkflow(ctx, in)
+	if workflow.GetInfo(ctx).WorkflowType.Name != workflows.MemoryWriteWorkflowName || workflow.IsReplaying(ctx) {
+		return res, err
+	}
+	status := "FAILED"
+	if err == nil {
+		switch r := res.(type) {
+		case workflows.MemoryWriteResult:
+			status = r.Status
+		case *workflows.MemoryWriteResult:
+			status = r.Status
+		}
+	}
+	if status == "" {
+		status = "UNKNOWN"
+	}
+	w.m.Writes.WithLabelValues(status).Inc()
+	return res, err
+}

@@ -1,0 +1,308 @@
+// Package mcp tests Engram's MCP server, its metrics and the TypeScript client (ts/)
+// against a real `engram serve` process (real Postgres, real Temporal) with
+// clients no one here wrote: the MCP TypeScript SDK's client over Streamable HTTP
+// and over stdio (`engram mcp`), and the MCP conformance suite
+// (@modelcontextprotocol/conformance), whose results are printed. It then checks
+// that /metrics shows the histograms and counters with non-zero counts.
+//
+// node and npm must be on PATH; the node packages are installed with `npm ci` from
+// the committed package-lock.json when missing (as the browser test does).
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/engramhq/engram/client"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/telemetry"
+)
+
+type clientResult struct {
+	OK             bool     `json:"ok"`
+	Error          string   `json:"error"`
+	Steps          []string `json:"steps"`
+	NoKeyStatus    int      `json:"noKeyStatus"`
+	WrongKey       bool     `json:"wrongKeyRefused"`
+	HTTPTools      []string `json:"httpTools"`
+	StdioTools     []string `json:"stdioTools"`
+	HTTPRemember   string   `json:"httpRemember"`
+	StdioRemember  string   `json:"stdioRemember"`
+	HTTPRecallIDs  []string `json:"httpRecallIds"`
+	StdioRecallIDs []string `json:"stdioRecallIds"`
+	HTTPContext    string   `json:"httpContext"`
+	FactID         string   `json:"factId"`
+	OwnFact        string   `json:"ownFact"`
+	OtherTenant    struct {
+		IsError bool   `json:"isError"`
+		Text    string `json:"text"`
+	} `json:"otherTenant"`
+	HTTPBadArg struct {
+		IsError bool   `json:"isError"`
+		Text    string `json:"text"`
+	} `json:"httpBadArg"`
+	StdioBadArg struct {
+		IsError bool   `json:"isError"`
+		Text    string `json:"text"`
+	} `json:"stdioBadArg"`
+}
+
+func runNode(t *testing.T, ctx context.Context, dir string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if stderr.Len() > 0 {
+		t.Logf("node %s stderr:\n%s", strings.Join(args, " "), tail(stderr.String(), 3000))
+	}
+	require.NoError(t, err, "node %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+func TestMCPClientsConformanceAndMetrics(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "tests", "mcp")
+	npmCI(t, dir, "@modelcontextprotocol/sdk")
+	s := serve(t)
+	tenant, other := "mcpA-"+testenv.RandomID(8), "mcpB-"+testenv.RandomID(8)
+	key := s.createKey(t, tenant, "desk-agent", "agent", "--user", "u1")
+	keyB := s.createKey(t, other, "other-agent", "agent", "--user", "u1")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	t.Run("TypeScriptSDKClient", func(t *testing.T) {
+		env := append(append([]string{}, s.env...), "URL="+s.url, "KEY="+key, "KEY_B="+keyB, "ENGRAM_BIN="+s.bin)
+		out := runNode(t, ctx, dir, env, "client.mjs")
+		var r clientResult
+		require.NoError(t, json.Unmarshal(bytes.TrimSpace(out), &r), "client.mjs printed %s", out)
+		t.Logf("client.mjs: %s", strings.Join(r.Steps, "; "))
+		require.True(t, r.OK, "client.mjs failed after %v: %s", r.Steps, r.Error)
+		want := []string{"fact_history", "forget_fact", "get_fact", "list_facts", "pending_reviews", "recall", "remember", "task_get", "task_start", "task_step"}
+		assert.Equal(t, want, r.HTTPTools)
+		assert.Equal(t, want, r.StdioTools)
+		assert.Equal(t, http.StatusUnauthorized, r.NoKeyStatus, "no key is refused")
+		assert.True(t, r.WrongKey, "a wrong key is refused")
+		assert.Equal(t, "WRITE_STATUS_COMMITTED", r.HTTPRemember)
+		assert.Equal(t, "WRITE_STATUS_COMMITTED", r.StdioRemember)
+		require.NotEmpty(t, r.FactID)
+		assert.Equal(t, "FACT_STATUS_ACTIVE", r.OwnFact)
+		assert.Contains(t, r.HTTPRecallIDs, r.FactID)
+		assert.Contains(t, r.HTTPContext, "直飞")
+		assert.True(t, r.OtherTenant.IsError)
+		assert.Contains(t, r.OtherTenant.Text, "not_found")
+		for _, bad := range []struct {
+			IsError bool
+			Text    string
+		}{{r.HTTPBadArg.IsError, r.HTTPBadArg.Text}, {r.StdioBadArg.IsError, r.StdioBadArg.Text}} {
+			assert.True(t, bad.IsError)
+			assert.Contains(t, bad.Text, "k")
+		}
+
+		// The same recall through Connect returns the same items.
+		rc, err := client.New(s.url, key).Recall(ctx, &engramv1.RecallRequest{Query: "坐飞机有什么偏好", Schema: "travel"})
+		require.NoError(t, err)
+		var ids []string
+		for _, it := range rc.Items {
+			ids = append(ids, it.Id)
+		}
+		assert.Equal(t, ids, r.StdioRecallIDs, "Connect recall == MCP recall (stdio, after both writes)")
+	})
+
+	t.Run("Conformance", func(t *testing.T) { conformance(t, ctx, dir, s.url, key) })
+
+	// The TypeScript client (ts/), with node's test runner, in a tenant of its own.
+	t.Run("TypeScriptClient", func(t *testing.T) {
+		tsDir := filepath.Join(repoRoot(t), "ts")
+		npmCI(t, tsDir, "@connectrpc/connect-node")
+		tsKey := s.createKey(t, "ts-"+testenv.RandomID(8), "ts-agent", "agent", "--user", "u1")
+		out := runNode(t, ctx, tsDir, append(os.Environ(), "ENGRAM_URL="+s.url, "ENGRAM_API_KEY="+tsKey), "--test", "--test-reporter=spec", "test/")
+		t.Logf("node --test ts/test/:\n%s", out)
+	})
+
+	t.Run("Metrics", func(t *testing.T) { checkMetrics(t, ctx, s.url) })
+}
+
+// conformanceScenarios are the suite's server scenarios that apply to a server
+// with Engram's capabilities (tools only: no resources, prompts, sampling or
+// elicitation, and none of the suite's own test tools).
+var conformanceScenarios = []string{"server-initialize", "ping", "tools-list", "dns-rebinding-protection"}
+
+// conformance runs the MCP conformance suite against /mcp. The suite sends no
+// credentials, so it talks to Engram through a proxy that adds the agent's key, as
+// any configured MCP client does.
+func conformance(t *testing.T, ctx context.Context, dir, base, key string) {
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	director := rp.Director
+	rp.Director = func(r *http.Request) {
+		director(r)
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	proxy := httptest.NewServer(rp)
+	defer proxy.Close()
+
+	var summary []string
+	failed := 0
+	for _, sc := range conformanceScenarios {
+		outDir := t.TempDir()
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "conformance"),
+			"server", "--url", proxy.URL+"/mcp", "--scenario", sc, "--output-dir", outDir)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		passed, fails := countChecks(t, outDir)
+		line := fmt.Sprintf("%-28s %d passed, %d failed", sc, passed, fails)
+		if err != nil || fails > 0 || passed == 0 {
+			failed++
+			line += " ← FAILED"
+			t.Logf("conformance %s output:\n%s", sc, tail(string(out), 3000))
+		}
+		summary = append(summary, line)
+	}
+	t.Logf("MCP conformance suite (@modelcontextprotocol/conformance) against /mcp:\n  %s", strings.Join(summary, "\n  "))
+	// go test shows a passing package's output only with -v: the result is also
+	// kept in artifacts/, which scripts/test prints.
+	report := fmt.Sprintf("MCP conformance (@modelcontextprotocol/conformance) against /mcp: %d/%d scenarios passed\n  %s\n",
+		len(conformanceScenarios)-failed, len(conformanceScenarios), strings.Join(summary, "\n  "))
+	fmt.Print(report)
+	if err := os.MkdirAll(filepath.Join(dir, "artifacts"), 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "artifacts", "conformance.txt"), []byte(report), 0o644)
+	}
+	assert.Zero(t, failed, "conformance scenarios failed")
+}
+
+// countChecks reads the checks.json files the suite writes and counts SUCCESS
+// and FAILURE checks.
+func countChecks(t *testing.T, dir string) (passed, failed int) {
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || filepath.Base(p) != "checks.json" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		var checks []struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(b, &checks) != nil {
+			return nil
+		}
+		for _, c := range checks {
+			switch c.Status {
+			case "SUCCESS":
+				passed++
+			case "FAILURE":
+				failed++
+			}
+		}
+		return nil
+	})
+	return passed, failed
+}
+
+// checkMetrics reads /metrics after the writes and recalls above: the histograms
+// and counters exist with non-zero counts, and so do the Temporal SDK's.
+func checkMetrics(t *testing.T, ctx context.Context, base string) {
+	for _, p := range []string{"/healthz", "/readyz"} {
+		res, err := http.Get(base + p)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		assert.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", p, body)
+		t.Logf("%s: %s", p, strings.TrimSpace(string(body)))
+	}
+	var values map[string]float64
+	// The write-outcome counter is bumped when a workflow ends, just after the
+	// caller saw its result; scrape until it shows.
+	require.Eventually(t, func() bool {
+		values = scrape(t, base)
+		return values[telemetry.MetricWrites+`{status="COMMITTED"}`] > 0
+	}, 30*time.Second, 250*time.Millisecond, "write outcomes counted")
+	for _, name := range []string{
+		telemetry.MetricRecallSeconds + "_count",
+		telemetry.MetricStageSeconds + `_count{stage="embed"}`,
+		telemetry.MetricStageSeconds + `_count{stage="retrieve"}`,
+		telemetry.MetricRetrieverHits + `{retriever="semantic"}`,
+		telemetry.MetricRecalls + `{code="ok"}`,
+		telemetry.MetricWrites + `{status="COMMITTED"}`,
+		telemetry.MetricExtractAttempts,
+		telemetry.MetricToolCalls + `{outcome="ok",tool="recall"}`,
+		telemetry.MetricToolCalls + `{outcome="error",tool="recall"}`,
+		telemetry.MetricHTTPRequests + `{code="2xx",handler="mcp"}`,
+		telemetry.MetricHTTPRequests + `{code="2xx",handler="api"}`,
+	} {
+		assert.Greater(t, values[name], 0.0, "%s is counted", name)
+	}
+	for _, name := range []string{telemetry.MetricReviewQueue, telemetry.MetricOutboxPending, telemetry.MetricOutboxLag, telemetry.MetricExtractFailures + `{reason="invalid"}`} {
+		_, ok := values[name]
+		assert.True(t, ok, "%s is exported", name)
+	}
+	var temporal []string
+	for name, v := range values {
+		if strings.HasPrefix(name, "temporal_") && v > 0 {
+			temporal = append(temporal, name)
+		}
+	}
+	assert.NotEmpty(t, temporal, "the Temporal SDK's worker metrics are exported")
+	found := func(prefix string) bool {
+		for _, n := range temporal {
+			if strings.HasPrefix(n, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, found("temporal_workflow_task_execution_latency"), "workflow task latency")
+	assert.True(t, found("temporal_activity_execution_latency"), "activity latency")
+	t.Logf("metrics: %d series, %d temporal_* with non-zero values", len(values), len(temporal))
+}
+
+// scrape reads /metrics into series → value.
+func scrape(t *testing.T, base string) map[string]float64 {
+	res, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out
+}

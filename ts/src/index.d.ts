@@ -1,0 +1,39 @@
+import type { Client, Transport } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { MemoryService, EventSchema, IngestResult, RecallRequestSchema, RecallResponse } from "../gen/engram/v1/memory_pb.js";
+import { ReviewService } from "../gen/engram/v1/review_pb.js";
+import { TaskService } from "../gen/engram/v1/task_pb.js";
+import { SchemaService } from "../gen/engram/v1/schema_pb.js";
+
+export { Code, ConnectError } from "@connectrpc/connect";
+export * from "../gen/engram/v1/types_pb.js";
+export * from "../gen/engram/v1/memory_pb.js";
+export * from "../gen/engram/v1/review_pb.js";
+export * from "../gen/engram/v1/task_pb.js";
+export * from "../gen/engram/v1/schema_pb.js";
+
+export interface EngramOptions {
+  /** A transport of your own (the default: Connect over HTTP/1.1 with the key). */
+  transport?: Transport;
+  /** Default deadline of a call (5 minutes). */
+  timeoutMs?: number;
+}
+
+export interface IngestOptions {
+  /** Wait for the write to finish (default true). */
+  wait?: boolean;
+  /** How long the server waits (default 30 s, at most 5 min). */
+  waitTimeoutMs?: number;
+}
+
+export declare class Engram {
+  constructor(baseUrl: string, apiKey: string, options?: EngramOptions);
+  readonly memory: Client<typeof MemoryService>;
+  readonly review: Client<typeof ReviewService>;
+  readonly task: Client<typeof TaskService>;
+  readonly schema: Client<typeof SchemaService>;
+  /** Records one event; with wait (the default), returns when its write finished. */
+  ingest(event: MessageInitShape<typeof EventSchema>, options?: IngestOptions): Promise<IngestResult>;
+  /** Answers a question from memory: the context text and the ranked items. */
+  recall(request: string | MessageInitShape<typeof RecallRequestSchema>): Promise<RecallResponse>;
+}
