@@ -34,18 +34,42 @@ type TuneRow struct {
 func TuneGrid() []recall.Fusion {
 	d := recall.DefaultFusion()
 	out := []recall.Fusion{d}
-	for _, sem := range []float64{0, 0.25, 0.5, 1} {
-		for _, fk := range []float64{0.5, 1} {
-			for _, back := range []float64{0.3, 0.6} {
-				for _, sm := range []float64{0.4, 0.55} {
-					f := d
-					f.Semantic, f.FactKeyword, f.Backing, f.SemanticMatch = sem, fk, back, sm
-					if f != d {
-						out = append(out, f)
-					}
-				}
+	add := func(f recall.Fusion) {
+		for _, x := range out {
+			if x == f {
+				return
 			}
 		}
+		out = append(out, f)
+	}
+	// Semantic weight against the second hop's, the two that trade most.
+	for _, sem := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		for _, exp := range []float64{0, 0.15, 0.3, 0.6} {
+			f := d
+			f.Semantic, f.Expand = sem, exp
+			add(f)
+		}
+	}
+	// Then one weight at a time around the defaults.
+	for _, v := range []float64{0.15, 0.6, 1} {
+		f := d
+		f.Backing = v
+		add(f)
+	}
+	for _, v := range []float64{0.5, 1} {
+		f := d
+		f.FactKeyword = v
+		add(f)
+	}
+	for _, v := range []float64{0.35, 0.55, 0.7} {
+		f := d
+		f.SemanticMatch = v
+		add(f)
+	}
+	for _, v := range []float64{0.3, 1} {
+		f := d
+		f.Structured = v
+		add(f)
 	}
 	return out
 }
@@ -129,7 +153,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tsemantic\tsem-match\tfact-kw\tbacking\tobjective\t")
+	fmt.Fprint(tw, "keyword\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -137,9 +161,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t%.3f\t", label, r.Objective)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))

@@ -53,7 +53,11 @@ func expansionNames(query string, top []Item, max int) []string {
 	}
 	var out []string
 	for _, it := range top {
-		for _, m := range capitalised.FindAllString(it.Content, -1) {
+		text := it.Content
+		if it.Kind == KindFact {
+			text = it.Object // a fact's content is a rendering; its object is what was said
+		}
+		for _, m := range capitalised.FindAllString(text, -1) {
 			n := strings.TrimSuffix(strings.TrimSuffix(m, "'s"), "’s")
 			l := strings.ToLower(n)
 			if len(l) < 3 || notNames[l] || inQuery[l] || speakers[l] || slices.Contains(out, n) {
@@ -84,7 +88,11 @@ func (e *Engine) expand(ctx context.Context, p plan, names []string) ([]factRow,
 	p2 := p
 	p2.vec = nil
 	p2.tsq = tsQueryText(terms)
-	p2.parsed.Predicates, p2.parsed.EntityIDs, p2.parsed.EntityTypes, p2.parsed.MemoryTypes, p2.parsed.States = nil, nil, nil, nil, nil
+	// Keyword only: no predicates, entities or types of the question (a copy, the
+	// caller's parse is reported as it is).
+	pq := *p.parsed
+	pq.Predicates, pq.EntityIDs, pq.EntityTypes, pq.MemoryTypes, pq.States = nil, nil, nil, nil, nil
+	p2.parsed = &pq
 	var on retrieverSet = 1 << slices.Index(Retrievers, RetrieverKeyword)
 	facts, evs, err := e.runPart(ctx, p2, stmtArgs(p2, on), partLexical)
 	if err != nil {

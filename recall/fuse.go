@@ -183,10 +183,18 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			srcs = append(srcs, src)
 		}
 		sort.Strings(srcs)
+		var shown []string
 		for _, src := range srcs {
 			why = append(why, fmt.Sprintf("%s #%d", src, c.ranks[src]))
+			if src == sourceExpand {
+				src = RetrieverGraph // the second hop walks the graph of names
+			}
+			if !slices.Contains(shown, src) {
+				shown = append(shown, src)
+			}
 		}
-		it.Retrievers = srcs
+		sort.Strings(shown)
+		it.Retrievers = shown
 		lex := 0.0
 		if it.Kind == KindEvidence {
 			lex = evKW[it.ID]
