@@ -306,3 +306,13 @@ func TestSchemaFormatName(t *testing.T) {
 	s := travel(t)
 	assert.Equal(t, "engram_travel_v1", schemaFormatName(s))
 }
+
+// A turn said by a named person in a conversation between several people tells the
+// LLM who the subject is and what not to propose.
+func TestExtractionUserPromptNamesTheSpeaker(t *testing.T) {
+	p := ExtractionUserPrompt(ExtractInput{Text: "I love hiking", Speaker: "Maya", UserID: "conv-1"})
+	assert.Contains(t, p, "Speaker: Maya (user id conv-1)")
+	assert.Contains(t, p, `subject "Maya"`)
+	assert.Contains(t, p, "propose nothing from questions, empathy")
+	assert.NotContains(t, ExtractionUserPrompt(ExtractInput{Text: "x", Speaker: "USER"}), "Several people talk")
+}
