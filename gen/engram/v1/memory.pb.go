@@ -236,7 +236,10 @@ type Event struct {
 	TaskId string `protobuf:"bytes,6,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Who produced the event (default USER).
 	ActorType ActorType `protobuf:"varint,7,opt,name=actor_type,json=actorType,proto3,enum=engram.v1.ActorType" json:"actor_type,omitempty"`
-	// Id of that actor, when it is not the user.
+	// Id of that actor, when it is not the user. For a conversation between several
+	// people kept under one user id (two friends chatting), the name of the person
+	// who said it: evidence shows it, and facts from the turn are about that person,
+	// never a blended "user".
 	ActorId string `protobuf:"bytes,8,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	// Kind of event (default MESSAGE).
 	EventType EventType `protobuf:"varint,9,opt,name=event_type,json=eventType,proto3,enum=engram.v1.EventType" json:"event_type,omitempty"`

@@ -72,7 +72,10 @@ export declare type Event = Message<"engram.v1.Event"> & {
   actorType: ActorType;
 
   /**
-   * Id of that actor, when it is not the user.
+   * Id of that actor, when it is not the user. For a conversation between several
+   * people kept under one user id (two friends chatting), the name of the person
+   * who said it: evidence shows it, and facts from the turn are about that person,
+   * never a blended "user".
    *
    * @generated from field: string actor_id = 8;
    */
