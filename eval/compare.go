@@ -82,6 +82,12 @@ func CompareMain(ctx context.Context, cfg Config, out io.Writer) (*Comparison, e
 }
 
 func compareOne(ctx context.Context, cfg Config, suites []*Suite, ne NamedEmbedder, variants []Variant) ([]*Report, error) {
+	return runFresh(ctx, cfg, suites, ne.Embedder, variants)
+}
+
+// runFresh runs the variants over the suites in a fresh database (dropped after)
+// with a worker of its own.
+func runFresh(ctx context.Context, cfg Config, suites []*Suite, em llm.Embedder, variants []Variant) ([]*Report, error) {
 	st, _, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, false)
 	if err != nil {
 		return nil, err
@@ -93,7 +99,7 @@ func compareOne(ctx context.Context, cfg Config, suites []*Suite, ne NamedEmbedd
 	}
 	defer c.Close()
 	return RunVariants(ctx, suites, Options{
-		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: ne.Embedder,
+		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: em,
 		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress,
 	}, variants)
 }

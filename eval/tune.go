@@ -9,8 +9,6 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
@@ -51,26 +49,17 @@ func TuneGrid() []recall.Fusion {
 		}
 	}
 	// Then one weight at a time around the defaults.
-	for _, v := range []float64{0.15, 0.6, 1} {
-		f := d
-		f.Backing = v
-		add(f)
+	one := func(set func(*recall.Fusion, float64), vs ...float64) {
+		for _, v := range vs {
+			f := d
+			set(&f, v)
+			add(f)
+		}
 	}
-	for _, v := range []float64{0.5, 1} {
-		f := d
-		f.FactKeyword = v
-		add(f)
-	}
-	for _, v := range []float64{0.35, 0.55, 0.7} {
-		f := d
-		f.SemanticMatch = v
-		add(f)
-	}
-	for _, v := range []float64{0.3, 1} {
-		f := d
-		f.Structured = v
-		add(f)
-	}
+	one(func(f *recall.Fusion, v float64) { f.Backing = v }, 0.15, 0.6, 1)
+	one(func(f *recall.Fusion, v float64) { f.FactKeyword = v }, 0.5, 1)
+	one(func(f *recall.Fusion, v float64) { f.SemanticMatch = v }, 0.35, 0.55, 0.7)
+	one(func(f *recall.Fusion, v float64) { f.Structured = v }, 0.3, 1)
 	return out
 }
 
@@ -93,16 +82,6 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if err != nil {
 		return nil, err
 	}
-	st, _, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, false)
-	if err != nil {
-		return nil, err
-	}
-	defer drop()
-	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: cfg.Log})
-	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
-	}
-	defer c.Close()
 	variants := []Variant{{Name: "baseline", NewRecaller: NewBaseline}}
 	for i, f := range grid {
 		f := f
@@ -110,10 +89,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 			return recall.New(st, em, recall.NewPostgresKeyword(st), activities.BuiltinSchemas, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff}), nil
 		}})
 	}
-	reps, err := RunVariants(ctx, suites, Options{
-		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
-		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress,
-	}, variants)
+	reps, err := runFresh(ctx, cfg, suites, cfg.Embedder, variants)
 	if err != nil {
 		return nil, err
 	}
