@@ -41,11 +41,13 @@ func TuneGrid() []recall.Fusion {
 		out = append(out, f)
 	}
 	// Semantic weight against the second hop's, the two that trade most.
-	for _, sem := range []float64{0, 0.25, 0.5, 0.75, 1} {
+	for _, sem := range []float64{0, 0.25, 0.5, 0.75, 1, 1.5, 2} {
 		for _, exp := range []float64{0, 0.15, 0.3, 0.6} {
-			f := d
-			f.Semantic, f.Expand = sem, exp
-			add(f)
+			for _, fk := range []float64{0.5, 0.8} {
+				f := d
+				f.Semantic, f.Expand, f.FactKeyword = sem, exp, fk
+				add(f)
+			}
 		}
 	}
 	// Then one weight at a time around the defaults.
@@ -57,7 +59,7 @@ func TuneGrid() []recall.Fusion {
 		}
 	}
 	one(func(f *recall.Fusion, v float64) { f.Backing = v }, 0.15, 0.6, 1)
-	one(func(f *recall.Fusion, v float64) { f.FactKeyword = v }, 0.5, 1)
+	one(func(f *recall.Fusion, v float64) { f.FactKeyword = v }, 1)
 	one(func(f *recall.Fusion, v float64) { f.SemanticMatch = v }, 0.35, 0.55, 0.7)
 	one(func(f *recall.Fusion, v float64) { f.Structured = v }, 0.3, 1)
 	return out

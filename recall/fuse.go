@@ -57,7 +57,7 @@ type Fusion struct {
 
 // DefaultFusion are the measured defaults.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 0.5, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.3}
+	return Fusion{Keyword: 1, Semantic: 1, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.15}
 }
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
