@@ -41,7 +41,7 @@ func TuneGrid() []recall.Fusion {
 		out = append(out, f)
 	}
 	// Semantic weight against the second hop's, the two that trade most.
-	for _, sem := range []float64{0, 0.25, 0.5, 0.75, 1, 1.5, 2} {
+	for _, sem := range []float64{0, 0.5, 1, 1.5, 2, 3} {
 		for _, exp := range []float64{0, 0.15, 0.3, 0.6} {
 			for _, fk := range []float64{0.5, 0.8} {
 				f := d

@@ -57,7 +57,7 @@ type Fusion struct {
 
 // DefaultFusion are the measured defaults.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 1, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.15}
+	return Fusion{Keyword: 1, Semantic: 2, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.15}
 }
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
@@ -215,7 +215,9 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			rel += fw.Graph / (1 + 0.1*float64(rk-1))
 			hit = true
 		}
-		if c.exp > 0 && maxExp > 0 {
+		if c.exp > 0 && maxExp > 0 && lex == 0 {
+			// Only what the question's own words did not reach: the second hop adds
+			// turns, it does not reorder those that answer the words asked.
 			rel += fw.Expand * c.exp / maxExp
 			hit = true
 		}
