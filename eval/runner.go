@@ -129,6 +129,9 @@ type ItemSummary struct {
 	Scope   string `json:"scope,omitempty"`
 	Status  string `json:"status,omitempty"`
 	Flags   string `json:"flags,omitempty"`
+	// Score and Why are the recaller's: how it ranked the item and why.
+	Score float64 `json:"score,omitempty"`
+	Why   string  `json:"why,omitempty"`
 }
 
 // Runner runs suites through the pipeline.

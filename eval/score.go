@@ -325,7 +325,7 @@ func (pc *probeContext) score() (ProbeScore, []string, []string, []ItemSummary) 
 			flags = append(flags, "relevant")
 		}
 		summaries = append(summaries, ItemSummary{Kind: string(it.Kind), ID: it.ID, Content: short(it.Content),
-			Scope: string(it.Scope.Scope), Status: string(it.Status), Flags: strings.Join(flags, ",")})
+			Scope: string(it.Scope.Scope), Status: string(it.Status), Flags: strings.Join(flags, ","), Score: it.Score, Why: it.Why})
 	}
 	return s, misses, wrong, summaries
 }

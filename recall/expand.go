@@ -51,14 +51,31 @@ func expansionNames(query string, top []Item, max int) []string {
 			speakers[strings.ToLower(it.Speaker)] = true
 		}
 	}
-	var out []string
-	for _, it := range top {
-		text := it.Content
+	texts := make([]string, len(top))
+	for i, it := range top {
+		texts[i] = it.Content
 		if it.Kind == KindFact {
-			text = it.Object // a fact's content is a rendering; its object is what was said
+			texts[i] = it.Object // a fact's content is a rendering; its object is what was said
 		}
+	}
+	// A capitalised word is a name only where it stands inside a sentence in one of
+	// the texts ("… and Domino finished"): at a sentence's start it may be any word
+	// ("Actually, …").
+	inside := map[string]bool{}
+	for _, text := range texts {
+		for _, loc := range capitalised.FindAllStringIndex(text, -1) {
+			if !sentenceStart(text, loc[0]) {
+				inside[strings.TrimSuffix(strings.TrimSuffix(text[loc[0]:loc[1]], "'s"), "’s")] = true
+			}
+		}
+	}
+	var out []string
+	for _, text := range texts {
 		for _, m := range capitalised.FindAllString(text, -1) {
 			n := strings.TrimSuffix(strings.TrimSuffix(m, "'s"), "’s")
+			if !inside[n] {
+				continue
+			}
 			l := strings.ToLower(n)
 			if len(l) < 3 || notNames[l] || inQuery[l] || speakers[l] || slices.Contains(out, n) {
 				continue
@@ -105,4 +122,20 @@ func (e *Engine) expand(ctx context.Context, p plan, names []string) ([]factRow,
 		evs[i].Src = sourceExpand
 	}
 	return facts, evs, nil
+}
+
+// sentenceStart reports whether byte offset i of text begins a sentence: nothing but
+// spaces, quotes or brackets since the text's start or the last . ! ? : or newline.
+func sentenceStart(text string, i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch c := text[j]; c {
+		case ' ', '\t', '"', '\'', '(', '[':
+			continue
+		case '.', '!', '?', ':', '\n':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
 }
