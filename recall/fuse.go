@@ -57,7 +57,7 @@ type Fusion struct {
 
 // DefaultFusion are the measured defaults.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 2, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.15}
+	return Fusion{Keyword: 1, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6}
 }
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
