@@ -62,6 +62,7 @@ func TuneGrid() []recall.Fusion {
 	one(func(f *recall.Fusion, v float64) { f.FactKeyword = v }, 1)
 	one(func(f *recall.Fusion, v float64) { f.SemanticMatch = v }, 0.35, 0.55, 0.7)
 	one(func(f *recall.Fusion, v float64) { f.Structured = v }, 0.3, 1)
+	one(func(f *recall.Fusion, v float64) { f.Superseded = v }, 0.6, 1)
 	return out
 }
 

@@ -24,6 +24,8 @@ type cand struct {
 	hasKW, hasSim bool
 	// exp is the keyword score of the second hop (names the best items mention).
 	exp float64
+	// stale: a turn that backs only values superseded by as_of.
+	stale bool
 }
 
 // Fusion weighs what each retriever says about an item's relevance to the
@@ -53,11 +55,15 @@ type Fusion struct {
 	// Expand multiplies the (normalised) keyword score of the second hop: turns
 	// that mention a name the best items mention (0: no second hop).
 	Expand float64 `json:"expand"`
+	// Superseded multiplies a turn that backs only values superseded by as_of (the
+	// old budget's turn below the current budget; still found for "how did it
+	// change").
+	Superseded float64 `json:"superseded"`
 }
 
 // DefaultFusion are the measured defaults.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6}
+	return Fusion{Keyword: 1, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6, Superseded: 0.3}
 }
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
@@ -126,6 +132,7 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 				Speaker: speakerName(ev.Speaker, ev.UserID)}
 			c.imp = ev.Importance
 		}
+		c.stale = c.stale || ev.Stale
 		addRank(c, ev.Src, ev.Rk, ev.D)
 	}
 	// Recent turns of the session, newest first.
@@ -260,6 +267,8 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			}
 		} else if backing[it.ID] {
 			boost(fw.Backing, "backs a fact already shown")
+		} else if c.stale {
+			boost(fw.Superseded, "said of a value since superseded")
 		}
 		if q.From != nil && q.To != nil && !it.OccurredAt.Before(*q.From) && !it.OccurredAt.After(*q.To) {
 			boost(1.25, "in the time asked about")

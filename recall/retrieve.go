@@ -76,6 +76,8 @@ type evidenceRow struct {
 	Src          string    `bun:"src"`
 	Rk           int       `bun:"rk"`
 	D            *float64  `bun:"d"` // semantic distance, or keyword (BM25) score
+	// Stale: the turn backs a value superseded by as_of, and no value in force then.
+	Stale bool `bun:"stale"`
 }
 
 const evidenceCols = "e.id, e.tenant_id, e.kind, e.content, e.speaker, e.user_id, e.department_id, e.agent_id, e.session_id, e.task_id, e.occurred_at, e.importance"

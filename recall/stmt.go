@@ -168,10 +168,14 @@ func buildRecallSQL(current bool, n int, part int) string {
 	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
-		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id " +
+		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale " +
 		"FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id " +
 		"UNION ALL SELECT 'e', ec.src, ec.rk, ec.d, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
-		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id " +
+		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
+		// stale: the turn backs a value superseded by as_of and no value in force then.
+		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id " +
+		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= $9) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
+		"WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= $9 AND (f2.valid_until IS NULL OR f2.valid_until > $9))) AS stale " +
 		"FROM ec JOIN evidence e ON e.tenant_id = $1 AND e.id = ec.id")
 	return b.String()
 }
@@ -532,7 +536,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]f
 				evs = append(evs, evidenceRow{
 					ID: asString(v[4]), TenantID: p.vis.TenantID, Kind: "", Content: asString(v[17]), Speaker: asString(v[28]),
 					UserID: asString(v[9]), DepartmentID: asString(v[8]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
-					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]), D: d,
+					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]), D: d, Stale: asBool(v[30]),
 				})
 				return nil
 			}
@@ -602,4 +606,16 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet) 
 		return nil
 	})
 	return strings.Join(lines, "\n"), err
+}
+
+func asBool(v driver.Value) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x == "t" || x == "true"
+	case []byte:
+		return string(x) == "t" || string(x) == "true"
+	}
+	return false
 }
