@@ -570,7 +570,7 @@ func (e *Engine) recallSQL(current bool, part int) string {
 
 // explainRecallSQL prepares the statement under a name on one connection and
 // shows the plan Postgres caches for it (generic) with this request's values.
-func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet) (string, error) {
+func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, options string) (string, error) {
 	args := stmtArgs(p, on)
 	lits := make([]string, len(args))
 	for i, a := range args {
@@ -589,7 +589,7 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet) 
 		}
 		for i := 0; i < 2; i++ { // the first run plans; the second shows the cached plan
 			lines = lines[:0]
-			rows, err := qc.QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE engram_recall_explain("+strings.Join(lits, ", ")+")", nil)
+			rows, err := qc.QueryContext(ctx, "EXPLAIN ("+options+") EXECUTE engram_recall_explain("+strings.Join(lits, ", ")+")", nil)
 			if err != nil {
 				return err
 			}
