@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ func benchRecallCmd() *cobra.Command {
 	var (
 		tenants, facts, evidence, queries, warmup int
 		embedCache                                int
-		concurrency, dbURL, accessLog             string
+		concurrency, dbURL, accessLog, cpuProfile string
 		reload, timings, asJSON, noComposite      bool
 		explain                                   int
 	)
@@ -200,6 +201,17 @@ load again).`,
 				}
 				return nil
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			stats := r.Run(ctx, reqs, concs, warmup)
 			if asJSON {
 				rep := recallbench.NewReport(stats)
@@ -227,6 +239,7 @@ load again).`,
 	f.StringVar(&accessLog, "access-log", "async", "access log writes: async, sync or off")
 	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step and per retriever)")
 	f.IntVar(&embedCache, "embed-cache", 0, "query embeddings the engines cache (0: none, every query is embedded; the engine's default is 4096)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file (go tool pprof)")
 	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
 	f.BoolVar(&noComposite, "no-composite", false, "measure recall with the n-gram embedder only (no USE-lite model needed)")
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")

@@ -65,6 +65,10 @@ type Stat struct {
 	Mean          time.Duration
 	QPS           float64
 	FirstErr      error
+	// CPU per query: this process's (the engine: parsing, embedding, fusion,
+	// context) and the database server's, when readable (PGCPUOK).
+	GoCPU, PGCPU time.Duration
+	PGCPUOK      bool
 }
 
 // Kinds of measured queries.
@@ -131,6 +135,7 @@ func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request
 	var errs atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
+	cpu0 := b.snapshotCPU(ctx, b.bare())
 	start := time.Now()
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
@@ -153,6 +158,10 @@ func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request
 	wg.Wait()
 	wall := time.Since(start)
 	st := Stat{Name: kind, Concurrency: conc, N: len(reqs), Errors: int(errs.Load()), QPS: float64(len(reqs)) / wall.Seconds()}
+	if len(reqs) > 0 {
+		self, pg, ok := b.cpuSince(ctx, b.bare(), cpu0)
+		st.GoCPU, st.PGCPU, st.PGCPUOK = self/time.Duration(len(reqs)), pg/time.Duration(len(reqs)), ok
+	}
 	if e, ok := firstErr.Load().(error); ok {
 		st.FirstErr = e
 	}
@@ -206,7 +215,7 @@ func (b *Runner) Run(ctx context.Context, reqs []recall.Request, concurrency []i
 // p50 over the bare pgvector top-k p50 at the same concurrency.
 func PrintTable(out io.Writer, stats []Stat) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "query\tcallers\tn\tp50\tp95\tp99\tmean\tQPS\terrors\t")
+	fmt.Fprintln(tw, "query\tcallers\tn\tp50\tp95\tp99\tmean\tQPS\tCPU/query (engine+server)\terrors\t")
 	bare := map[int]time.Duration{}
 	for _, s := range stats {
 		if s.Name == KindBareVec {
@@ -214,7 +223,11 @@ func PrintTable(out io.Writer, stats []Stat) {
 		}
 	}
 	for _, s := range stats {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, s.Errors)
+		cpu := ms(s.GoCPU) + "+?"
+		if s.PGCPUOK {
+			cpu = ms(s.GoCPU) + "+" + ms(s.PGCPU)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, cpu, s.Errors)
 	}
 	_ = tw.Flush()
 	var ratios []string
@@ -309,7 +322,11 @@ type StatJSON struct {
 	P99ms       float64 `json:"p99_ms"`
 	MeanMs      float64 `json:"mean_ms"`
 	QPS         float64 `json:"qps"`
-	FirstError  string  `json:"first_error,omitempty"`
+	// CPU per query, in ms: the bench process's and the database server's
+	// (omitted when the server's processes cannot be read).
+	GoCPUms    float64  `json:"go_cpu_ms_per_query"`
+	PGCPUms    *float64 `json:"pg_cpu_ms_per_query,omitempty"`
+	FirstError string   `json:"first_error,omitempty"`
 }
 
 // ConcurrencyJSON is the figures that matter at one concurrency: recall with the
@@ -352,6 +369,11 @@ func NewReport(stats []Stat) Report {
 			P99ms: msf(s.P99), MeanMs: msf(s.Mean), QPS: round2(s.QPS)}
 		if s.FirstErr != nil {
 			sj.FirstError = s.FirstErr.Error()
+		}
+		sj.GoCPUms = msf(s.GoCPU)
+		if s.PGCPUOK {
+			v := msf(s.PGCPU)
+			sj.PGCPUms = &v
 		}
 		r.Rows = append(r.Rows, sj)
 		c, ok := by[s.Concurrency]
