@@ -37,7 +37,9 @@ func benchRecallCmd() *cobra.Command {
 		tenants, facts, evidence, queries, warmup int
 		embedCache                                int
 		concurrency, dbURL, accessLog, cpuProfile string
+		retrievers                                []string
 		reload, timings, asJSON, noComposite      bool
+		oneStatement                              bool
 		explain                                   int
 	)
 	cmd := &cobra.Command{
@@ -130,9 +132,12 @@ load again).`,
 			if embedCache > 0 {
 				cache = embedCache
 			}
-			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache})
+			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
+			for i := range reqs {
+				reqs[i].Retrievers = retrievers
+			}
 			bare, err := storage.Open(ctx, u) // the bare queries' own pool, untouched by the engine's tuning
 			if err != nil {
 				return err
@@ -140,7 +145,7 @@ load again).`,
 			defer bare.Close()
 			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb, Bare: bare}
 			if composite != nil {
-				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache})
+				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
 				defer r.Composite.Close()
 			}
 			if explain > 0 {
@@ -240,6 +245,8 @@ load again).`,
 	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step and per retriever)")
 	f.IntVar(&embedCache, "embed-cache", 0, "query embeddings the engines cache (0: none, every query is embedded; the engine's default is 4096)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file (go tool pprof)")
+	f.BoolVar(&oneStatement, "one-statement", false, "run every retriever in one statement (recall.Options.OneStatement) instead of two at once")
+	f.StringSliceVar(&retrievers, "retrievers", nil, "run only these retrievers (semantic, keyword, graph, structured, recent; default all): what each costs")
 	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
 	f.BoolVar(&noComposite, "no-composite", false, "measure recall with the n-gram embedder only (no USE-lite model needed)")
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
