@@ -38,6 +38,9 @@ const (
 	MaxFutureSkew = 24 * time.Hour
 	// currentSlack: an as_of this close to now reads current memory.
 	currentSlack = time.Minute
+	// DefaultQueryEmbeddingCache is Options.QueryEmbeddingCache's default: 4,096
+	// vectors of 512 floats, 8 MiB.
+	DefaultQueryEmbeddingCache = 4096
 )
 
 // AccessLogMode says when the access log and access counts are written.
@@ -76,6 +79,10 @@ type Options struct {
 	// default the semantic retrievers and the others run as two statements at
 	// once on two connections (lower latency when cores are free).
 	OneStatement bool
+	// QueryEmbeddingCache is how many query embeddings the engine keeps (an LRU
+	// keyed by the exact query text, in front of the embedder; default
+	// DefaultQueryEmbeddingCache); negative turns the cache off.
+	QueryEmbeddingCache int
 	// Now is the clock (tests); default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -146,6 +153,14 @@ func New(store *storage.Store, emb llm.Embedder, kw KeywordIndex, schemas func(c
 	}
 	if kw == nil {
 		kw = NewPostgresKeyword(store)
+	}
+	if opts.QueryEmbeddingCache == 0 {
+		opts.QueryEmbeddingCache = DefaultQueryEmbeddingCache
+	}
+	if emb != nil && opts.QueryEmbeddingCache > 0 {
+		if c, err := llm.NewCachedEmbedder(emb, opts.QueryEmbeddingCache); err == nil {
+			emb = c
+		}
 	}
 	_, pg := kw.(*PostgresKeyword)
 	e := &Engine{store: store, db: store.DB(), emb: emb, kw: kw, pgKW: pg, schemas: schemas, opts: opts, schemaCache: map[string]schemaEntry{}}
@@ -476,17 +491,16 @@ func isNoRows(err error) bool {
 	return err != nil && (errors.Is(err, storage.ErrNotFound) || strings.Contains(err.Error(), "no rows in result set"))
 }
 
-// Explain runs the request's fact and evidence statements under EXPLAIN (ANALYZE,
-// BUFFERS) and returns the plans: where a slow recall spends its time. It writes
-// no access log.
-func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
+// explainPlan builds the plan of a request as Recall would (no access log, no
+// task or session read): what Explain and RetrieverTimings run.
+func (e *Engine) explainPlan(ctx context.Context, req Request) (plan, retrieverSet, error) {
 	now := e.opts.Now()
 	if err := e.validate(&req, now); err != nil {
-		return "", err
+		return plan{}, 0, err
 	}
 	sch, err := e.schema(ctx, req.Schema)
 	if err != nil {
-		return "", memory.FieldError{Field: "schema", Problem: err.Error()}
+		return plan{}, 0, memory.FieldError{Field: "schema", Problem: err.Error()}
 	}
 	asOf, current := req.AsOf, true
 	if asOf.IsZero() {
@@ -497,10 +511,13 @@ func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
 	vis := Visibility{TenantID: req.Principal.TenantID, UserID: req.Principal.UserID, DepartmentID: req.Principal.DepartmentID,
 		AgentID: req.Principal.AgentID, SessionID: req.SessionID, TaskID: req.TaskID, AsOf: asOf.UTC(), Scopes: req.Scopes}
 	p := plan{vis: vis, current: current, parsed: parseQuery(sch, req.Query, asOf), speaker: "User", limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
+	if se, ok := sch.SpeakerEntity(); ok {
+		p.speaker = se.Name
+	}
 	if e.emb != nil && req.Query != "" {
 		vecs, err := e.emb.Embed(ctx, []string{req.Query})
 		if err != nil {
-			return "", err
+			return plan{}, 0, err
 		}
 		v := pgvector.NewVector(vecs[0])
 		p.vec = &v
@@ -509,9 +526,39 @@ func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
 		p.tsq = tsQueryText(p.parsed.Terms)
 	}
 	on, _ := parseRetrievers(req.Retrievers)
-	out, err := e.explainRecallSQL(ctx, p, on)
+	return p, on, nil
+}
+
+// Explain runs the request's fact and evidence statements under EXPLAIN (ANALYZE,
+// BUFFERS) and returns the plans: where a slow recall spends its time. It writes
+// no access log.
+func (e *Engine) Explain(ctx context.Context, req Request) (string, error) {
+	p, on, err := e.explainPlan(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	out, err := e.explainRecallSQL(ctx, p, on, "ANALYZE, BUFFERS")
 	if err != nil {
 		return "", fmt.Errorf("explain: %w", err)
 	}
 	return "== recall statement (cached generic plan)\n" + out + "\n", nil
+}
+
+// RetrieverTimings splits the recall statement of req by retriever: it runs the
+// one-statement form under EXPLAIN (ANALYZE, FORMAT JSON) and reads the inclusive
+// time of each retriever's CTE scan (semantic, keyword, structured and graph over
+// facts; semantic and keyword over evidence). "rows" is the rest of the
+// statement: joining the candidates to their rows and the fact_evidence lookups;
+// "statement" is the execution time. EXPLAIN's per-node clock adds overhead, so
+// the parts are larger than in a plain run; compare them with each other.
+func (e *Engine) RetrieverTimings(ctx context.Context, req Request) (map[string]time.Duration, error) {
+	p, on, err := e.explainPlan(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.explainRecallSQL(ctx, p, on, "ANALYZE, FORMAT JSON")
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	return retrieverTimesFromPlan(out)
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -14,10 +17,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/uptrace/bun/driver/pgdriver"
 
+	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/worker"
 )
 
 // benchCmd groups the benchmarks; `engram bench recall` is the recall benchmark.
@@ -30,8 +35,11 @@ func benchCmd() *cobra.Command {
 func benchRecallCmd() *cobra.Command {
 	var (
 		tenants, facts, evidence, queries, warmup int
-		concurrency, dbURL, accessLog             string
-		reload, timings                           bool
+		embedCache                                int
+		concurrency, dbURL, accessLog, cpuProfile string
+		retrievers                                []string
+		reload, timings, asJSON, noComposite      bool
+		oneStatement                              bool
 		explain                                   int
 	)
 	cmd := &cobra.Command{
@@ -40,7 +48,15 @@ func benchRecallCmd() *cobra.Command {
 		Long: `Loads --facts facts and --evidence evidence turns per tenant (English and Chinese; many
 users, departments, agents, tasks and sessions; n-gram embeddings), then measures recall
 latency (p50/p95/p99) and QPS at each --concurrency, side by side with the bare pgvector
-top-k query and the bare full-text query on the same data.
+top-k query and the bare full-text query on the same data. Recall runs twice: with
+the n-gram embedder the data was loaded with, and with the default composite embedder
+(USE-lite from ENGRAM_MODEL_DIR blended with the n-grams; the query's embedding is
+included in its latency, as users get it; --no-composite skips it). The stored
+vectors are n-gram vectors either way: the composite row measures cost, not quality.
+
+--timings splits one recall into its steps (embedding, parse, retrieval, fusion,
+expansion, context) and the recall statement into its retrievers, from an EXPLAIN
+ANALYZE of each query (see recall.Engine.RetrieverTimings).
 
 The database is ENGRAM_BENCH_DATABASE_URL, or --database-url, or the database
 "engram_bench" on the server of ENGRAM_DATABASE_URL (created and migrated if missing).
@@ -79,6 +95,22 @@ load again).`,
 				return err
 			}
 			emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
+			var composite llm.Embedder
+			if !noComposite && explain == 0 {
+				cfg, err := config.FromEnv()
+				if err != nil {
+					return err
+				}
+				cfg.EmbedBaseURL, cfg.Embedder = "", "composite"
+				if composite, err = worker.Embedder(cfg); err != nil {
+					return fmt.Errorf("composite embedder (--no-composite to measure without it): %w", err)
+				}
+			}
+			load0 := loadAvg()
+			msgs := out
+			if asJSON {
+				msgs = os.Stderr
+			}
 			w := recallbench.NewWorld(recallbench.Config{Tenants: tenants, Facts: facts, Evidence: evidence})
 			bar := progressbar.NewOptions(w.Rows(),
 				progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("loading rows"),
@@ -92,36 +124,111 @@ load again).`,
 			}
 			_ = bar.Finish()
 			if loaded {
-				fmt.Fprintf(out, "loaded %d tenants × (%d facts + %d evidence) in %s\n", tenants, facts, evidence, time.Since(start).Round(time.Second))
+				fmt.Fprintf(msgs, "loaded %d tenants × (%d facts + %d evidence) in %s\n", tenants, facts, evidence, time.Since(start).Round(time.Second))
 			} else {
-				fmt.Fprintf(out, "reusing the loaded data set (%s)\n", w.Cfg.Key())
+				fmt.Fprintf(msgs, "reusing the loaded data set (%s)\n", w.Cfg.Key())
 			}
-			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm})
+			cache := -1 // by default every query is embedded: the worst case
+			if embedCache > 0 {
+				cache = embedCache
+			}
+			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
+			for i := range reqs {
+				reqs[i].Retrievers = retrievers
+			}
 			bare, err := storage.Open(ctx, u) // the bare queries' own pool, untouched by the engine's tuning
 			if err != nil {
 				return err
 			}
 			defer bare.Close()
 			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb, Bare: bare}
+			if composite != nil {
+				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
+				defer r.Composite.Close()
+			}
 			if explain > 0 {
+				type plan struct {
+					Query     string `json:"query"`
+					SessionID string `json:"session_id,omitempty"`
+					TaskID    string `json:"task_id,omitempty"`
+					Plan      string `json:"plan"`
+				}
+				var plans []plan
 				for i := 0; i < explain && i < len(reqs); i++ {
-					plan, err := eng.Explain(ctx, reqs[i])
+					p, err := eng.Explain(ctx, reqs[i])
 					if err != nil {
 						return fmt.Errorf("explain: %w", err)
 					}
-					fmt.Fprintf(out, "### query %d: %q (session %q, task %q)\n%s\n", i, reqs[i].Query, reqs[i].SessionID, reqs[i].TaskID, plan)
+					plans = append(plans, plan{Query: reqs[i].Query, SessionID: reqs[i].SessionID, TaskID: reqs[i].TaskID, Plan: p})
+				}
+				if asJSON {
+					return writeJSON(out, plans)
+				}
+				for i, p := range plans {
+					fmt.Fprintf(out, "### query %d: %q (session %q, task %q)\n%s\n", i, p.Query, p.SessionID, p.TaskID, p.Plan)
 				}
 				return nil
 			}
 			if timings {
-				fmt.Fprintf(out, "recall steps (mean over %d queries, 1 caller):\n", len(reqs))
-				recallbench.PrintSteps(out, r.Steps(ctx, reqs))
+				engines := []struct {
+					name string
+					eng  *recall.Engine
+				}{{"ngram", eng}}
+				if r.Composite != nil {
+					engines = append(engines, struct {
+						name string
+						eng  *recall.Engine
+					}{"composite", r.Composite})
+				}
+				w := reqs
+				if warmup < len(w) {
+					w = w[:warmup]
+				}
+				res := map[string]map[string]float64{}
+				for _, e := range engines {
+					if _, err := r.Steps(ctx, e.eng, w, false); err != nil { // warm up
+						return err
+					}
+					steps, err := r.Steps(ctx, e.eng, reqs, true)
+					if err != nil {
+						return err
+					}
+					res[e.name] = recallbench.StepsJSON(steps)
+					if !asJSON {
+						fmt.Fprintf(out, "recall steps with the %s embedder (mean over %d queries, 1 caller; sql.* from EXPLAIN ANALYZE):\n", e.name, len(reqs))
+						recallbench.PrintSteps(out, steps)
+					}
+				}
+				if asJSON {
+					return writeJSON(out, map[string]any{"steps_ms": res, "queries": len(reqs), "load_before": load0, "load_after": loadAvg()})
+				}
 				return nil
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			stats := r.Run(ctx, reqs, concs, warmup)
-			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s\n\n", queries, tenants, facts, evidence, accessLog)
+			if asJSON {
+				rep := recallbench.NewReport(stats)
+				rep.LoadBefore, rep.LoadAfter = load0, loadAvg()
+				rep.Queries, rep.Tenants, rep.Facts, rep.Evidence, rep.AccessLog = queries, tenants, facts, evidence, accessLog
+				if composite != nil {
+					rep.CompositeModel = composite.Name()
+				}
+				return writeJSON(out, rep)
+			}
+			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s; load average %s → %s\n\n",
+				queries, tenants, facts, evidence, accessLog, load0, loadAvg())
 			recallbench.PrintTable(out, stats)
 			return nil
 		},
@@ -135,10 +242,36 @@ load again).`,
 	f.StringVar(&concurrency, "concurrency", "1,8", "concurrent callers, comma separated")
 	f.StringVar(&dbURL, "database-url", "", "database to use (default: ENGRAM_BENCH_DATABASE_URL, else engram_bench next to ENGRAM_DATABASE_URL)")
 	f.StringVar(&accessLog, "access-log", "async", "access log writes: async, sync or off")
-	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step)")
+	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step and per retriever)")
+	f.IntVar(&embedCache, "embed-cache", 0, "query embeddings the engines cache (0: none, every query is embedded; the engine's default is 4096)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file (go tool pprof)")
+	f.BoolVar(&oneStatement, "one-statement", false, "run every retriever in one statement (recall.Options.OneStatement) instead of two at once")
+	f.StringSliceVar(&retrievers, "retrievers", nil, "run only these retrievers (semantic, keyword, graph, structured, recent; default all): what each costs")
+	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
+	f.BoolVar(&noComposite, "no-composite", false, "measure recall with the n-gram embedder only (no USE-lite model needed)")
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
 	f.BoolVar(&reload, "reload", false, "load the data set again even if the database holds it")
 	return cmd
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// loadAvg is the machine's load (the first three fields of /proc/loadavg), to
+// print beside figures measured on a shared machine.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // benchDatabase returns the benchmark's database URL, creating the database

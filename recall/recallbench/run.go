@@ -65,16 +65,23 @@ type Stat struct {
 	Mean          time.Duration
 	QPS           float64
 	FirstErr      error
+	// CPU per query: this process's (the engine: parsing, embedding, fusion,
+	// context) and the database server's, when readable (PGCPUOK).
+	GoCPU, PGCPU time.Duration
+	PGCPUOK      bool
 }
 
 // Kinds of measured queries.
 const (
-	KindRecall    = "recall"
-	KindBareVec   = "bare pgvector top-k"
-	KindBareText  = "bare full-text"
-	bareVecSQL    = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
-	bareTextSQL   = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
-	bareTextLimit = 10
+	KindRecall = "recall"
+	// KindRecallComposite is recall with the default composite embedder (USE-lite
+	// and n-grams), the query's embedding included: what users get.
+	KindRecallComposite = "recall (composite)"
+	KindBareVec         = "bare pgvector top-k"
+	KindBareText        = "bare full-text"
+	bareVecSQL          = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
+	bareTextSQL         = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
+	bareTextLimit       = 10
 )
 
 // Runner measures recall and the bare queries on the same requests.
@@ -82,6 +89,9 @@ type Runner struct {
 	Store  *storage.Store
 	Engine *recall.Engine
 	Emb    llm.Embedder
+	// Composite, when set, is an engine with the composite embedder: measured as
+	// KindRecallComposite beside Engine (which embeds with Emb, the n-grams).
+	Composite *recall.Engine
 	// Bare runs the bare queries (default Store). Give it its own pool: the
 	// engine tunes the connections it uses (hnsw.ef_search, iterative scans), and
 	// the bare queries must run with the server's defaults.
@@ -99,6 +109,9 @@ func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error
 	switch kind {
 	case KindRecall:
 		_, err := b.Engine.Recall(ctx, req)
+		return err
+	case KindRecallComposite:
+		_, err := b.Composite.Recall(ctx, req)
 		return err
 	case KindBareVec:
 		vs, err := b.Emb.Embed(ctx, []string{req.Query})
@@ -122,6 +135,7 @@ func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request
 	var errs atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
+	cpu0 := b.snapshotCPU(ctx, b.bare())
 	start := time.Now()
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
@@ -144,6 +158,10 @@ func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request
 	wg.Wait()
 	wall := time.Since(start)
 	st := Stat{Name: kind, Concurrency: conc, N: len(reqs), Errors: int(errs.Load()), QPS: float64(len(reqs)) / wall.Seconds()}
+	if len(reqs) > 0 {
+		self, pg, ok := b.cpuSince(ctx, b.bare(), cpu0)
+		st.GoCPU, st.PGCPU, st.PGCPUOK = self/time.Duration(len(reqs)), pg/time.Duration(len(reqs)), ok
+	}
 	if e, ok := firstErr.Load().(error); ok {
 		st.FirstErr = e
 	}
@@ -173,7 +191,11 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // Run warms up, then measures recall, the bare vector and the bare full-text query
 // at each concurrency.
 func (b *Runner) Run(ctx context.Context, reqs []recall.Request, concurrency []int, warmup int) []Stat {
-	for _, kind := range []string{KindRecall, KindBareVec, KindBareText} {
+	kinds := []string{KindRecall, KindBareVec, KindBareText}
+	if b.Composite != nil {
+		kinds = []string{KindRecall, KindRecallComposite, KindBareVec, KindBareText}
+	}
+	for _, kind := range kinds {
 		w := reqs
 		if warmup < len(w) {
 			w = w[:warmup]
@@ -182,7 +204,7 @@ func (b *Runner) Run(ctx context.Context, reqs []recall.Request, concurrency []i
 	}
 	var out []Stat
 	for _, c := range concurrency {
-		for _, kind := range []string{KindRecall, KindBareVec, KindBareText} {
+		for _, kind := range kinds {
 			out = append(out, b.Measure(ctx, kind, reqs, c))
 		}
 	}
@@ -193,7 +215,7 @@ func (b *Runner) Run(ctx context.Context, reqs []recall.Request, concurrency []i
 // p50 over the bare pgvector top-k p50 at the same concurrency.
 func PrintTable(out io.Writer, stats []Stat) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "query\tcallers\tn\tp50\tp95\tp99\tmean\tQPS\terrors\t")
+	fmt.Fprintln(tw, "query\tcallers\tn\tp50\tp95\tp99\tmean\tQPS\tCPU/query (engine+server)\terrors\t")
 	bare := map[int]time.Duration{}
 	for _, s := range stats {
 		if s.Name == KindBareVec {
@@ -201,17 +223,21 @@ func PrintTable(out io.Writer, stats []Stat) {
 		}
 	}
 	for _, s := range stats {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, s.Errors)
+		cpu := ms(s.GoCPU) + "+?"
+		if s.PGCPUOK {
+			cpu = ms(s.GoCPU) + "+" + ms(s.PGCPU)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, cpu, s.Errors)
 	}
 	_ = tw.Flush()
 	var ratios []string
 	for _, s := range stats {
-		if s.Name == KindRecall && bare[s.Concurrency] > 0 {
-			ratios = append(ratios, fmt.Sprintf("%d caller(s): %.2f×", s.Concurrency, float64(s.P50)/float64(bare[s.Concurrency])))
+		if (s.Name == KindRecall || s.Name == KindRecallComposite) && bare[s.Concurrency] > 0 {
+			ratios = append(ratios, fmt.Sprintf("%s, %d caller(s): %.2f×", s.Name, s.Concurrency, float64(s.P50)/float64(bare[s.Concurrency])))
 		}
 	}
 	if len(ratios) > 0 {
-		fmt.Fprintf(out, "\nrecall p50 / bare pgvector p50: %s\n", strings.Join(ratios, ", "))
+		fmt.Fprintf(out, "\np50 / bare pgvector p50: %s\n", strings.Join(ratios, "; "))
 	}
 	for _, s := range stats {
 		if s.FirstErr != nil {
@@ -222,15 +248,17 @@ func PrintTable(out io.Writer, stats []Stat) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
 
-// Steps runs every request once (one caller) and returns the mean time of each
-// step the engine reports in Response.Timings.
-func (b *Runner) Steps(ctx context.Context, reqs []recall.Request) map[string]time.Duration {
+// Steps runs every request once (one caller) on eng and returns the mean time
+// of each step the engine reports in Response.Timings. With sql set it also
+// splits the recall statement by retriever (recall.Engine.RetrieverTimings, an
+// EXPLAIN ANALYZE of each request) and adds those means as "sql.*".
+func (b *Runner) Steps(ctx context.Context, eng *recall.Engine, reqs []recall.Request, sql bool) (map[string]time.Duration, error) {
 	sum := map[string]time.Duration{}
-	n := 0
+	n, ns := 0, 0
 	for _, req := range reqs {
-		resp, err := b.Engine.Recall(ctx, req)
+		resp, err := eng.Recall(ctx, req)
 		if err != nil {
-			continue
+			return nil, err
 		}
 		n++
 		for k, v := range resp.Timings {
@@ -240,7 +268,24 @@ func (b *Runner) Steps(ctx context.Context, reqs []recall.Request) map[string]ti
 	for k := range sum {
 		sum[k] /= time.Duration(max(n, 1))
 	}
-	return sum
+	if !sql {
+		return sum, nil
+	}
+	parts := map[string]time.Duration{}
+	for _, req := range reqs {
+		rt, err := eng.RetrieverTimings(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		ns++
+		for k, v := range rt {
+			parts[k] += v
+		}
+	}
+	for k, v := range parts {
+		sum[k] = v / time.Duration(max(ns, 1))
+	}
+	return sum, nil
 }
 
 // PrintSteps writes the step timings, slowest first.
@@ -254,3 +299,102 @@ func PrintSteps(out io.Writer, steps map[string]time.Duration) {
 		fmt.Fprintf(out, "  %-24s %s\n", k, ms(steps[k]))
 	}
 }
+
+// StepsJSON is the step timings in milliseconds.
+func StepsJSON(steps map[string]time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(steps))
+	for k, v := range steps {
+		out[k] = msf(v)
+	}
+	return out
+}
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// StatJSON is one measurement as --json writes it.
+type StatJSON struct {
+	Query       string  `json:"query"`
+	Concurrency int     `json:"concurrency"`
+	N           int     `json:"n"`
+	Errors      int     `json:"errors"`
+	P50ms       float64 `json:"p50_ms"`
+	P95ms       float64 `json:"p95_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	MeanMs      float64 `json:"mean_ms"`
+	QPS         float64 `json:"qps"`
+	// CPU per query, in ms: the bench process's and the database server's
+	// (omitted when the server's processes cannot be read).
+	GoCPUms    float64  `json:"go_cpu_ms_per_query"`
+	PGCPUms    *float64 `json:"pg_cpu_ms_per_query,omitempty"`
+	FirstError string   `json:"first_error,omitempty"`
+}
+
+// ConcurrencyJSON is the figures that matter at one concurrency: recall with the
+// bench's n-gram embedder, recall with the composite embedder (when measured) and
+// the bare pgvector top-k query.
+type ConcurrencyJSON struct {
+	Concurrency          int      `json:"concurrency"`
+	RecallP50ms          float64  `json:"recall_p50_ms"`
+	RecallP95ms          float64  `json:"recall_p95_ms"`
+	RecallQPS            float64  `json:"recall_qps"`
+	CompositeRecallP50ms *float64 `json:"composite_recall_p50_ms,omitempty"`
+	CompositeRecallP95ms *float64 `json:"composite_recall_p95_ms,omitempty"`
+	CompositeRecallQPS   *float64 `json:"composite_recall_qps,omitempty"`
+	PgvectorP50ms        float64  `json:"pgvector_p50_ms"`
+	PgvectorP95ms        float64  `json:"pgvector_p95_ms"`
+	PgvectorQPS          float64  `json:"pgvector_qps"`
+}
+
+// Report is the whole --json output of a run.
+type Report struct {
+	Rows           []StatJSON        `json:"rows"`
+	ByConcurrency  []ConcurrencyJSON `json:"by_concurrency"`
+	LoadBefore     string            `json:"load_before,omitempty"` // /proc/loadavg when the run started
+	LoadAfter      string            `json:"load_after,omitempty"`
+	Queries        int               `json:"queries"`
+	Tenants        int               `json:"tenants"`
+	Facts          int               `json:"facts"`
+	Evidence       int               `json:"evidence"`
+	AccessLog      string            `json:"access_log"`
+	CompositeModel string            `json:"composite_embedder,omitempty"`
+}
+
+// NewReport turns stats into the JSON report's rows and per-concurrency figures.
+func NewReport(stats []Stat) Report {
+	var r Report
+	by := map[int]*ConcurrencyJSON{}
+	var order []int
+	for _, s := range stats {
+		sj := StatJSON{Query: s.Name, Concurrency: s.Concurrency, N: s.N, Errors: s.Errors, P50ms: msf(s.P50), P95ms: msf(s.P95),
+			P99ms: msf(s.P99), MeanMs: msf(s.Mean), QPS: round2(s.QPS)}
+		if s.FirstErr != nil {
+			sj.FirstError = s.FirstErr.Error()
+		}
+		sj.GoCPUms = msf(s.GoCPU)
+		if s.PGCPUOK {
+			v := msf(s.PGCPU)
+			sj.PGCPUms = &v
+		}
+		r.Rows = append(r.Rows, sj)
+		c, ok := by[s.Concurrency]
+		if !ok {
+			c = &ConcurrencyJSON{Concurrency: s.Concurrency}
+			by[s.Concurrency] = c
+			order = append(order, s.Concurrency)
+		}
+		switch s.Name {
+		case KindRecall:
+			c.RecallP50ms, c.RecallP95ms, c.RecallQPS = sj.P50ms, sj.P95ms, sj.QPS
+		case KindRecallComposite:
+			c.CompositeRecallP50ms, c.CompositeRecallP95ms, c.CompositeRecallQPS = &sj.P50ms, &sj.P95ms, &sj.QPS
+		case KindBareVec:
+			c.PgvectorP50ms, c.PgvectorP95ms, c.PgvectorQPS = sj.P50ms, sj.P95ms, sj.QPS
+		}
+	}
+	for _, c := range order {
+		r.ByConcurrency = append(r.ByConcurrency, *by[c])
+	}
+	return r
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
