@@ -59,9 +59,10 @@ func (r *Report) SVG() string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">Engram eval — mode %s, k = %d: figures per suite and category</text>`+"\n", left, html.EscapeString(r.Mode), r.K)
-	for i, s := range svgSeries {
-		x := left + i*150
+	x := left
+	for _, s := range svgSeries {
 		fmt.Fprintf(&b, `<rect x="%d" y="32" width="10" height="10" fill="%s"/><text x="%d" y="41">%s</text>`+"\n", x, s.color, x+14, s.name)
+		x += 14 + 7*len(s.name) + 24 // the label's width at 11 px, and a gap
 	}
 	for i := 0; i <= 4; i++ {
 		v := float64(i) / 4
