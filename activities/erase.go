@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -207,13 +208,14 @@ func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInp
 		return total, err
 	}
 	for _, t := range tasks {
-		wfs = append(wfs, "task/"+in.Subject.TenantID+"/"+t)
+		wfs = append(wfs, "task/"+memory.TemporalIDPart(in.Subject.TenantID)+"/"+memory.TemporalIDPart(t))
 	}
 	for _, id := range wfs {
 		// Only single-event writes and tasks belong to one subject; a batch
 		// (MemoryWriteBatch, any id) mixes users and is left to the namespace's
 		// retention (see privacy/README.md).
-		if !strings.HasPrefix(id, "write/"+in.Subject.TenantID+"/") && !strings.HasPrefix(id, "task/"+in.Subject.TenantID+"/") {
+		tp := memory.TemporalIDPart(in.Subject.TenantID)
+		if !strings.HasPrefix(id, "write/"+tp+"/") && !strings.HasPrefix(id, "task/"+tp+"/") {
 			continue
 		}
 		if err := del(id, ""); err != nil {

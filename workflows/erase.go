@@ -62,11 +62,13 @@ type EraseSubjectResult struct {
 
 // EraseSubjectWorkflowID is one id per subject: asking twice while an erasure runs
 // attaches to it instead of starting a second.
+// Ids that Temporal could not carry (not printable ASCII, e.g. 张三, or longer than
+// 200 bytes) are hashed (see TemporalIDPart), so every user can be erased.
 func EraseSubjectWorkflowID(tenantID, userID string) string {
 	if userID == "" {
-		return "erase/" + tenantID
+		return "erase/" + TemporalIDPart(tenantID)
 	}
-	return "erase/" + tenantID + "/" + userID
+	return "erase/" + TemporalIDPart(tenantID) + "/" + TemporalIDPart(userID)
 }
 
 // EraseSubjectStartOptions are the options to start an erasure with.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
 )
 
 // Names of the MemoryWrite workflow's signal, update and query. Reviewers send the
@@ -95,6 +96,9 @@ type PendingCandidate struct {
 
 var unsafeID = regexp.MustCompile(`[^A-Za-z0-9._:@-]`)
 
+// TemporalIDPart is memory.TemporalIDPart.
+func TemporalIDPart(s string) string { return memory.TemporalIDPart(s) }
+
 // MemoryWriteWorkflowID derives the workflow id from tenant and idempotency key, so
 // a retried Ingest finds the same workflow instead of starting a second one.
 func MemoryWriteWorkflowID(tenantID, idempotencyKey string) string {
@@ -103,5 +107,5 @@ func MemoryWriteWorkflowID(tenantID, idempotencyKey string) string {
 		h := sha256.Sum256([]byte(idempotencyKey))
 		k = "h-" + hex.EncodeToString(h[:16])
 	}
-	return "write/" + tenantID + "/" + k
+	return "write/" + TemporalIDPart(tenantID) + "/" + k
 }

@@ -45,7 +45,7 @@ const TaskKind = "task"
 
 // TaskWorkflowID is the workflow id of a task: one workflow per task.
 func TaskWorkflowID(tenantID, taskID string) string {
-	return "task/" + tenantID + "/" + taskID
+	return "task/" + TemporalIDPart(tenantID) + "/" + TemporalIDPart(taskID)
 }
 
 // TaskStartOptions are the options to start a task workflow with: its id, the

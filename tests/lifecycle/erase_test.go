@@ -270,3 +270,32 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A user named 张三 (an id Temporal's headers cannot carry as it is) and a user
+// with a 1,000-character id are erased like any other: the erasure's workflow id
+// is built from a hash of such ids, and nothing of theirs is left but the
+// tombstone.
+func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
+	e := newEnv(t)
+	e.inProcessWorker(maintenance.Deps{Keyword: &fakeKeyword{}})
+	tenant := "tu-" + testenv.RandomID(6)
+	long := strings.Repeat("x", 1000)
+	for _, user := range []string{"张三", "José 🙂", long} {
+		e.seedUser(tenant, user, false)
+		needles := e.needles(tenant, user)
+		require.NotEmpty(t, e.rowsMentioning(tenant, needles))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var res workflows.EraseSubjectResult
+		require.NoError(t, e.erase(workflows.EraseSubjectInput{TenantID: tenant, UserID: user, RequestedBy: "admin"}).Get(ctx, &res), "erase %.20q", user)
+		cancel()
+		assert.Equal(t, storage.ErasureDone, res.Status)
+		assert.Equal(t, map[string]int{"tombstones": 1}, e.rowsMentioning(tenant, needles), "%.20q", user)
+		for _, step := range storage.ErasureSteps {
+			n, err := e.st.CountSubjectRows(context.Background(), storage.ErasureSubject{TenantID: tenant, UserID: user}, step)
+			require.NoError(t, err)
+			assert.Zero(t, n, "%.20q: %s", user, step)
+		}
+	}
+	assert.Equal(t, "erase/t/h-", workflows.EraseSubjectWorkflowID("t", "张三")[:len("erase/t/h-")])
+	assert.Equal(t, "erase/t/u1", workflows.EraseSubjectWorkflowID("t", "u1"), "ids that worked keep their workflow")
+}
