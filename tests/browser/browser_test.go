@@ -12,7 +12,6 @@
 package browser
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -34,11 +33,7 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
-func repoRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
+func repoRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 func installed(pkg string) bool {
 	out, err := exec.Command("dpkg-query", "-W", "-f=${db:Status-Status}", pkg).Output()
@@ -98,103 +93,7 @@ func ensureBrowser(t *testing.T, dir string) {
 	}
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// serve builds engram, migrates a fresh database and runs `engram serve` (with its
-// worker, on a task queue of its own) on a free port; it returns the URL and the
-// environment, with the binary.
-func serve(t *testing.T) (bin, url string, env []string) {
-	t.Helper()
-	bin = filepath.Join(t.TempDir(), "engram")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/engram")
-	build.Dir = repoRoot(t)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build engram: %s", out)
-	_, dsn := testenv.StoreURL(t)
-	env = append(os.Environ(),
-		"ENGRAM_DATABASE_URL="+dsn,
-		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE="+testenv.Namespace(),
-		"ENGRAM_TASK_QUEUE="+testenv.TaskQueue(t),
-	)
-	mig := exec.Command(bin, "migrate")
-	mig.Env = env
-	out, err = mig.CombinedOutput()
-	require.NoError(t, err, "migrate: %s", out)
-
-	proc := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
-	proc.Env = env
-	stdout, err := proc.StdoutPipe()
-	require.NoError(t, err)
-	logs := &lockedBuffer{}
-	proc.Stderr = logs
-	require.NoError(t, proc.Start())
-	done := make(chan error, 1)
-	go func() { done <- proc.Wait() }()
-	t.Cleanup(func() {
-		_ = proc.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = proc.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("engram serve log (tail):\n%s", tail(logs.String(), 4000))
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	}()
-	select {
-	case u := <-urls:
-		return bin, u, env
-	case err := <-done:
-		t.Fatalf("engram serve exited: %v\n%s", err, logs.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("engram serve did not listen within 90s\n%s", logs.String())
-	}
-	return "", "", nil
-}
-
-func createKey(t *testing.T, bin string, env []string, tenant, principal, role string) string {
-	t.Helper()
-	cmd := exec.Command(bin, "keys", "create", "--tenant", tenant, "--principal", principal, "--role", role)
-	cmd.Env = env
-	out, err := cmd.Output()
-	require.NoError(t, err, "keys create")
-	k := strings.TrimSpace(string(out))
-	require.True(t, strings.HasPrefix(k, "egk_"), "key %q", k)
-	return k
-}
+func tail(s string, n int) string { return testenv.Tail(s, n) }
 
 type scriptResult struct {
 	OK    bool     `json:"ok"`
@@ -215,10 +114,11 @@ func TestReviewFromTemporalWebUI(t *testing.T) {
 	_ = os.Remove(shot)
 	began := time.Now()
 
-	bin, url, env := serve(t)
+	srv := testenv.Serve(t)
+	url := srv.URL
 	tenant := "ui-" + testenv.RandomID(8)
-	agent := client.New(url, createKey(t, bin, env, tenant, "travel-agent", "agent"))
-	reviewer := client.New(url, createKey(t, bin, env, tenant, "alice", "reviewer"))
+	agent := client.New(url, srv.CreateKey(t, tenant, "travel-agent", "agent"))
+	reviewer := client.New(url, srv.CreateKey(t, tenant, "alice", "reviewer"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

@@ -86,13 +86,13 @@ func TestMCPClientsConformanceAndMetrics(t *testing.T) {
 	npmCI(t, dir, "@modelcontextprotocol/sdk")
 	s := serve(t)
 	tenant, other := "mcpA-"+testenv.RandomID(8), "mcpB-"+testenv.RandomID(8)
-	key := s.createKey(t, tenant, "desk-agent", "agent", "--user", "u1")
-	keyB := s.createKey(t, other, "other-agent", "agent", "--user", "u1")
+	key := s.CreateKey(t, tenant, "desk-agent", "agent", "--user", "u1")
+	keyB := s.CreateKey(t, other, "other-agent", "agent", "--user", "u1")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	t.Run("TypeScriptSDKClient", func(t *testing.T) {
-		env := append(append([]string{}, s.env...), "URL="+s.url, "KEY="+key, "KEY_B="+keyB, "ENGRAM_BIN="+s.bin)
+		env := append(append([]string{}, s.Env...), "URL="+s.URL, "KEY="+key, "KEY_B="+keyB, "ENGRAM_BIN="+s.Bin)
 		out := runNode(t, ctx, dir, env, "client.mjs")
 		var r clientResult
 		require.NoError(t, json.Unmarshal(bytes.TrimSpace(out), &r), "client.mjs printed %s", out)
@@ -120,7 +120,7 @@ func TestMCPClientsConformanceAndMetrics(t *testing.T) {
 		}
 
 		// The same recall through Connect returns the same items.
-		rc, err := client.New(s.url, key).Recall(ctx, &engramv1.RecallRequest{Query: "坐飞机有什么偏好", Schema: "travel"})
+		rc, err := client.New(s.URL, key).Recall(ctx, &engramv1.RecallRequest{Query: "坐飞机有什么偏好", Schema: "travel"})
 		require.NoError(t, err)
 		var ids []string
 		for _, it := range rc.Items {
@@ -129,18 +129,18 @@ func TestMCPClientsConformanceAndMetrics(t *testing.T) {
 		assert.Equal(t, ids, r.StdioRecallIDs, "Connect recall == MCP recall (stdio, after both writes)")
 	})
 
-	t.Run("Conformance", func(t *testing.T) { conformance(t, ctx, dir, s.url, key) })
+	t.Run("Conformance", func(t *testing.T) { conformance(t, ctx, dir, s.URL, key) })
 
 	// The TypeScript client (ts/), with node's test runner, in a tenant of its own.
 	t.Run("TypeScriptClient", func(t *testing.T) {
 		tsDir := filepath.Join(repoRoot(t), "ts")
 		npmCI(t, tsDir, "@connectrpc/connect-node")
-		tsKey := s.createKey(t, "ts-"+testenv.RandomID(8), "ts-agent", "agent", "--user", "u1")
-		out := runNode(t, ctx, tsDir, append(os.Environ(), "ENGRAM_URL="+s.url, "ENGRAM_API_KEY="+tsKey), "--test", "--test-reporter=spec", "test/")
+		tsKey := s.CreateKey(t, "ts-"+testenv.RandomID(8), "ts-agent", "agent", "--user", "u1")
+		out := runNode(t, ctx, tsDir, append(os.Environ(), "ENGRAM_URL="+s.URL, "ENGRAM_API_KEY="+tsKey), "--test", "--test-reporter=spec", "test/")
 		t.Logf("node --test ts/test/:\n%s", out)
 	})
 
-	t.Run("Metrics", func(t *testing.T) { checkMetrics(t, ctx, s.url) })
+	t.Run("Metrics", func(t *testing.T) { checkMetrics(t, ctx, s.URL) })
 }
 
 // conformanceScenarios are the suite's server scenarios that apply to a server
