@@ -11,6 +11,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
@@ -21,9 +22,9 @@ import (
 // key rotation.
 type MaintenanceActivities struct {
 	Store      *storage.Store
-	Summariser llm.Summariser // nil: extractive
-	Embedder   llm.Embedder   // nil: summary facts get no vector
-	Schemas    SchemaSource   // nil: built-in schemas
+	Summariser llm.Summariser     // nil: extractive
+	Embedder   embedding.Embedder // nil: summary facts get no vector
+	Schemas    SchemaSource       // nil: built-in schemas
 }
 
 // ExpireInput runs expiry as of Now (the workflow's time, so tests can skip time).

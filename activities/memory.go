@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
@@ -49,7 +50,7 @@ func BuiltinSchemas(_ context.Context, ref string) (*schema.Schema, error) {
 type MemoryActivities struct {
 	Store     *storage.Store
 	Extractor llm.Extractor
-	Embedder  llm.Embedder // nil: no vectors are written
+	Embedder  embedding.Embedder // nil: no vectors are written
 	Schemas   SchemaSource
 	Gov       governance.Config
 	Logger    *slog.Logger

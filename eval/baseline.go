@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
@@ -29,7 +29,9 @@ const (
 type Baseline struct{ st *storage.Store }
 
 // NewBaseline is a RecallerFactory.
-func NewBaseline(st *storage.Store, _ llm.Embedder) (Recaller, error) { return &Baseline{st: st}, nil }
+func NewBaseline(st *storage.Store, _ embedding.Embedder) (Recaller, error) {
+	return &Baseline{st: st}, nil
+}
 
 // Recall implements Recaller.
 func (b *Baseline) Recall(ctx context.Context, req recall.Request) (recall.Response, error) {

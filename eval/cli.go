@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
-	"github.com/engramhq/engram/llm"
 )
 
 // ErrThresholds is returned when a figure misses its threshold.
@@ -35,7 +35,7 @@ type Config struct {
 	TemporalAddress string
 	Namespace       string
 	LLM             LLMConfig
-	Embedder        llm.Embedder
+	Embedder        embedding.Embedder
 	// Retrievers restricts recall to these retrievers (recall.Request.Retrievers);
 	// with Embedders, the comparison's first variant (the second is hybrid).
 	Retrievers []string

@@ -10,14 +10,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
 )
 
 // NamedEmbedder is an embedder of the comparison with the name its column shows.
 type NamedEmbedder struct {
 	Name     string
-	Embedder llm.Embedder
+	Embedder embedding.Embedder
 }
 
 // Comparison is the outcome of CompareMain: per embedder, one report per variant.
@@ -87,7 +87,7 @@ func compareOne(ctx context.Context, cfg Config, suites []*Suite, ne NamedEmbedd
 
 // runFresh runs the variants over the suites in a fresh database (dropped after)
 // with a worker of its own.
-func runFresh(ctx context.Context, cfg Config, suites []*Suite, em llm.Embedder, variants []Variant) ([]*Report, error) {
+func runFresh(ctx context.Context, cfg Config, suites []*Suite, em embedding.Embedder, variants []Variant) ([]*Report, error) {
 	st, _, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, false)
 	if err != nil {
 		return nil, err

@@ -18,8 +18,8 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/worker"
@@ -39,7 +39,7 @@ type Recaller interface {
 }
 
 // RecallerFactory builds the recaller over the run's store and embedder.
-type RecallerFactory func(st *storage.Store, em llm.Embedder) (Recaller, error)
+type RecallerFactory func(st *storage.Store, em embedding.Embedder) (Recaller, error)
 
 // LLMConfig is the endpoint of llm mode and of the optional judge.
 type LLMConfig struct {
@@ -58,7 +58,7 @@ type Options struct {
 	Store     *storage.Store
 	Temporal  client.Client
 	TaskQueue string
-	Embedder  llm.Embedder
+	Embedder  embedding.Embedder
 	// Gov is the governance the worker applies (default governance.DefaultConfig()).
 	Gov *governance.Config
 	// NewRecaller builds the recaller (default: the recall engine).
@@ -231,7 +231,7 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 		return nil, errors.New("eval: a store, a Temporal client and a task queue are required")
 	}
 	if opt.Embedder == nil {
-		opt.Embedder = llm.NewNGramEmbedder(storage.EmbeddingDim)
+		opt.Embedder = embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	}
 	gov := governance.DefaultConfig()
 	if opt.Gov != nil {

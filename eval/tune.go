@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/engramhq/engram/activities"
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 )
@@ -88,7 +88,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	variants := []Variant{{Name: "baseline", NewRecaller: NewBaseline}}
 	for i, f := range grid {
 		f := f
-		variants = append(variants, Variant{Name: fmt.Sprintf("fusion-%d", i), NewRecaller: func(st *storage.Store, em llm.Embedder) (Recaller, error) {
+		variants = append(variants, Variant{Name: fmt.Sprintf("fusion-%d", i), NewRecaller: func(st *storage.Store, em embedding.Embedder) (Recaller, error) {
 			return recall.New(st, em, recall.NewPostgresKeyword(st), activities.BuiltinSchemas, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff}), nil
 		}})
 	}

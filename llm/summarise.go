@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/engramhq/engram/embedding"
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/text/unicode/norm"
 )
@@ -224,17 +225,17 @@ func summaryTerms(s string) []string {
 	var word, han []rune
 	flush := func() {
 		if len(word) > 0 {
-			if !ngramStopWord(word) {
+			if !embedding.StopWord(word) {
 				terms = append(terms, string(word))
 			}
 			word = word[:0]
 		}
 		switch {
-		case len(han) == 1 && !ngramStopHan(han[0]):
+		case len(han) == 1 && !embedding.StopHan(han[0]):
 			terms = append(terms, string(han))
 		case len(han) > 1:
 			for i := 0; i+1 < len(han); i++ {
-				if ngramStopHan(han[i]) && ngramStopHan(han[i+1]) {
+				if embedding.StopHan(han[i]) && embedding.StopHan(han[i+1]) {
 					continue
 				}
 				terms = append(terms, string(han[i:i+2]))
@@ -245,7 +246,7 @@ func summaryTerms(s string) []string {
 	for _, r := range s {
 		r = unicode.ToLower(r)
 		switch {
-		case ngramIsHan(r):
+		case embedding.IsHan(r):
 			if len(word) > 0 {
 				flush()
 			}
@@ -267,7 +268,7 @@ func summaryHasDigit(s string) bool { return strings.IndexFunc(s, unicode.IsDigi
 
 func summaryEndsCJK(s string) bool {
 	r, _ := utf8.DecodeLastRuneInString(s)
-	return ngramIsHan(r) || strings.ContainsRune("。！？；，、", r)
+	return embedding.IsHan(r) || strings.ContainsRune("。！？；，、", r)
 }
 
 // truncateSummary cuts s to at most n runes, marking the cut with an ellipsis.

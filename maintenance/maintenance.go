@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/workflows"
@@ -27,7 +28,7 @@ type Deps struct {
 	// Summariser writes consolidated summaries; nil means the extractive one.
 	Summariser llm.Summariser
 	// Embedder indexes summary facts; nil leaves them without vectors.
-	Embedder llm.Embedder
+	Embedder embedding.Embedder
 	// Schemas resolves schemas for the schema report; nil means the built-ins.
 	Schemas activities.SchemaSource
 }

@@ -18,9 +18,9 @@ import (
 
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/embedding"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/mcp"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	engine := recall.New(st, llm.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
+	engine := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
 	t.Cleanup(func() { engine.Close() })
 	deps := server.Deps{Store: st, Temporal: tc, Config: cfg, Recaller: engine, Logger: log}
 	api, err := server.New(deps)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
@@ -18,7 +18,7 @@ import (
 func setupBench(b *testing.B) (*recallbench.Runner, []recall.Request) {
 	st := testenv.Store(b)
 	ctx := context.Background()
-	emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	w := recallbench.NewWorld(recallbench.Config{Tenants: 2, Facts: 5000, Evidence: 5000})
 	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
 		b.Fatal(err)

@@ -6,15 +6,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
 )
 
 type countingEmbedder struct {
-	llm.Embedder
+	embedding.Embedder
 	texts atomic.Int64
 }
 
@@ -28,7 +28,7 @@ func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float
 func TestQueryEmbeddingCache(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
-	ng := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	ng := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	w := recallbench.NewWorld(recallbench.Config{Tenants: 1, Facts: 200, Evidence: 200})
 	if _, err := recallbench.Load(ctx, st, w, ng, nil); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 	"github.com/uptrace/bun"
 
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
@@ -92,7 +92,7 @@ type Options struct {
 type Engine struct {
 	store   *storage.Store
 	db      *bun.DB
-	emb     llm.Embedder
+	emb     embedding.Embedder
 	kw      KeywordIndex
 	pgKW    bool
 	schemas func(ctx context.Context, name string) (*schema.Schema, error)
@@ -117,7 +117,7 @@ type schemaEntry struct {
 
 // New builds an engine. emb may be nil (no semantic retrieval); kw nil means
 // Postgres full-text; schemas nil means the built-in schemas.
-func New(store *storage.Store, emb llm.Embedder, kw KeywordIndex, schemas func(ctx context.Context, name string) (*schema.Schema, error), opts Options) *Engine {
+func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas func(ctx context.Context, name string) (*schema.Schema, error), opts Options) *Engine {
 	if opts.CandidateLimit <= 0 {
 		opts.CandidateLimit = 40
 	}
@@ -158,7 +158,7 @@ func New(store *storage.Store, emb llm.Embedder, kw KeywordIndex, schemas func(c
 		opts.QueryEmbeddingCache = DefaultQueryEmbeddingCache
 	}
 	if emb != nil && opts.QueryEmbeddingCache > 0 {
-		if c, err := llm.NewCachedEmbedder(emb, opts.QueryEmbeddingCache); err == nil {
+		if c, err := embedding.NewCachedEmbedder(emb, opts.QueryEmbeddingCache); err == nil {
 			emb = c
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
@@ -18,7 +18,7 @@ import (
 func TestRetrievers(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
-	emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	w := recallbench.NewWorld(recallbench.Config{Tenants: 2, Facts: 400, Evidence: 400})
 	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// scripts/use-reference.mjs — regenerates llm/use/testdata/reference.json, the vectors
-// the Go interpreter of the Universal Sentence Encoder lite (package llm/use) is tested
+// scripts/use-reference.mjs — regenerates embedding/use/testdata/reference.json, the vectors
+// the Go interpreter of the Universal Sentence Encoder lite (package embedding/use) is tested
 // against.
 //
 // Usage (from the repository root; needs Node.js ≥ 18 and npm with a reachable registry):

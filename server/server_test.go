@@ -3,13 +3,15 @@ package server_test
 import (
 	"context"
 	"crypto/rand"
-	"github.com/engramhq/engram/privacy"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/privacy"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
@@ -27,7 +29,6 @@ import (
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/actionserver"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
@@ -72,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	engine := recall.New(st, llm.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
+	engine := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
 	t.Cleanup(func() { engine.Close() })
 	h, err := server.New(server.Deps{Store: st, Temporal: tc, Config: cfg, Recaller: engine, Logger: log})
 	require.NoError(t, err)

@@ -17,8 +17,9 @@ import (
 
 	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/embedding/use"
 	"github.com/engramhq/engram/llm"
-	"github.com/engramhq/engram/llm/use"
 	"github.com/engramhq/engram/maintenance"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/search/typesense"
@@ -81,11 +82,11 @@ func loadModel(dir string) (*use.Model, error) {
 // blended with character n-grams (ENGRAM_EMBEDDER=composite, the default) or the
 // n-grams alone (ENGRAM_EMBEDDER=ngram). A missing or corrupt model is an error,
 // never a silent fall back.
-func Embedder(cfg config.Config) (llm.Embedder, error) {
+func Embedder(cfg config.Config) (embedding.Embedder, error) {
 	if cfg.EmbedBaseURL != "" {
 		return llm.NewOpenAIEmbedder(llm.OpenAIEmbedderConfig{BaseURL: cfg.EmbedBaseURL, APIKey: cfg.EmbedAPIKey, Model: cfg.EmbedModel, Dim: storage.EmbeddingDim})
 	}
-	ngram := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	ngram := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	if cfg.Embedder == "ngram" {
 		return ngram, nil
 	}
@@ -93,7 +94,7 @@ func Embedder(cfg config.Config) (llm.Embedder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return llm.NewCompositeEmbedder(m, ngram)
+	return embedding.NewCompositeEmbedder(m, ngram)
 }
 
 // KeywordIndex is the keyword retriever recall uses: Typesense when

@@ -18,7 +18,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/engramhq/engram/config"
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
@@ -94,8 +94,8 @@ load again).`,
 			if _, err := st.Migrate(ctx); err != nil {
 				return err
 			}
-			emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
-			var composite llm.Embedder
+			emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+			var composite embedding.Embedder
 			if !noComposite && explain == 0 {
 				cfg, err := config.FromEnv()
 				if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 	"github.com/uptrace/bun/driver/pgdriver"
 
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
 )
@@ -238,7 +238,7 @@ type Progress func(n int)
 // the events and evidence turns, the users' orders and tickets with their edges,
 // tasks and sessions. Rows go in multi-row INSERTs of BatchSize from Workers
 // connections. Returns the number of rows written.
-func Load(ctx context.Context, st *storage.Store, w *World, emb llm.Embedder, progress Progress) (int, error) {
+func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedder, progress Progress) (int, error) {
 	cfg := w.Cfg
 	cfg.defaults()
 	type job struct {
@@ -506,7 +506,7 @@ func (w *World) Rows() int {
 //
 // dsn names the same database; index builds run on their own connection without the
 // store's read timeout.
-func Prepare(ctx context.Context, st *storage.Store, dsn string, w *World, emb llm.Embedder, reload bool, progress Progress, say func(string)) (bool, error) {
+func Prepare(ctx context.Context, st *storage.Store, dsn string, w *World, emb embedding.Embedder, reload bool, progress Progress, say func(string)) (bool, error) {
 	if say == nil {
 		say = func(string) {}
 	}

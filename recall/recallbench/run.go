@@ -14,7 +14,7 @@ import (
 
 	"github.com/pgvector/pgvector-go"
 
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 )
@@ -88,7 +88,7 @@ const (
 type Runner struct {
 	Store  *storage.Store
 	Engine *recall.Engine
-	Emb    llm.Embedder
+	Emb    embedding.Embedder
 	// Composite, when set, is an engine with the composite embedder: measured as
 	// KindRecallComposite beside Engine (which embeds with Emb, the n-grams).
 	Composite *recall.Engine

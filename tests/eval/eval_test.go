@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/eval"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/worker"
 )
@@ -41,7 +41,7 @@ func run(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config) *e
 
 // runWith runs the suites with an embedder (nil: n-grams) and returns the report
 // and the store the run wrote.
-func runWith(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config, em llm.Embedder) (*eval.Report, *storage.Store) {
+func runWith(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config, em embedding.Embedder) (*eval.Report, *storage.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

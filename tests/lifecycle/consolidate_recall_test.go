@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/workflows"
@@ -24,7 +24,7 @@ func TestRecallAfterConsolidationNeedsFewerItems(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().UTC().Add(-96 * time.Hour).Truncate(time.Second)
 	seedInquiries(t, st, "t1", "u1", 10, start)
-	eng := recall.New(st, llm.NewNGramEmbedder(storage.EmbeddingDim), recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
+	eng := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
 	t.Cleanup(func() { _ = eng.Close() })
 	ask := func() (facts int, top recall.Item, context string) {
 		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", ID: "test", UserID: "u1"}, Schema: "customer_service", Query: "我的订单12345怎么样了", K: 20})

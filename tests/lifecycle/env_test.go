@@ -22,6 +22,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
@@ -48,7 +49,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) inProcessWorker(d maintenance.Deps) {
 	w := tworker.New(e.c, e.queue, tworker.Options{})
 	worker.RegisterMemory(w, &activities.MemoryActivities{
-		Store: e.st, Extractor: llm.NewRuleExtractor(), Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Store: e.st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
 		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
 	})
 	d.Store = e.st
@@ -57,7 +58,7 @@ func (e *env) inProcessWorker(d maintenance.Deps) {
 		d.Namespace = testenv.Namespace()
 	}
 	if d.Embedder == nil {
-		d.Embedder = llm.NewNGramEmbedder(storage.EmbeddingDim)
+		d.Embedder = embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	}
 	maintenance.Register(w, d)
 	require.NoError(e.t, w.Start())

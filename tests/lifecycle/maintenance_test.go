@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/maintenance"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -59,7 +59,7 @@ func timeSkippingEnv(t *testing.T, st *storage.Store) *testsuite.TestWorkflowEnv
 	env.RegisterWorkflow(afterSleep)
 	env.RegisterWorkflowWithOptions(workflows.MaintenanceExpire, workflow.RegisterOptions{Name: workflows.MaintenanceExpireName})
 	env.RegisterWorkflowWithOptions(workflows.MaintenanceConsolidate, workflow.RegisterOptions{Name: workflows.MaintenanceConsolidateName})
-	env.RegisterActivity(&activities.MaintenanceActivities{Store: st, Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim)})
+	env.RegisterActivity(&activities.MaintenanceActivities{Store: st, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim)})
 	return env
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
@@ -44,7 +44,7 @@ var vocab = []string{"budget", "direct flights", "hotel with pool", "order 5001 
 func TestIsolationRandomized(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
-	emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	r := rand.New(rand.NewPCG(7, 11))
 	now := time.Now().UTC()
 	start := now.AddDate(0, 0, -60)

@@ -19,6 +19,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
@@ -43,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
-	emb := llm.NewNGramEmbedder(storage.EmbeddingDim)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	acts := &activities.MemoryActivities{
 		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: emb,
 		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
@@ -430,7 +431,7 @@ func TestAccessLog(t *testing.T) {
 	assert.NotNil(t, f.LastAccessedAt)
 
 	// The asynchronous writer batches and flushes on Close.
-	async := recall.New(e.st, llm.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{})
+	async := recall.New(e.st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{})
 	for i := 0; i < 5; i++ {
 		_, err := async.Recall(ctx, recall.Request{Principal: principal("t1", "u1"), Query: "直飞", Schema: "travel"})
 		require.NoError(t, err)
@@ -449,7 +450,7 @@ func TestAccessLog(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	st := testenv.Store(t)
 	require.NoError(t, st.Close())
-	eng := recall.New(st, llm.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{AccessLog: recall.AccessLogSync})
+	eng := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{AccessLog: recall.AccessLogSync})
 	defer eng.Close()
 	ok := recall.Request{Principal: principal("t1", "u1"), Query: "budget"}
 	cases := []struct {

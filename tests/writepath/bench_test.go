@@ -20,6 +20,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
@@ -58,7 +59,7 @@ func BenchmarkWritePath(b *testing.B) {
 	q := testenv.TaskQueue(b)
 	w := tworker.New(c, q, tworker.Options{})
 	worker.RegisterMemory(w, &activities.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
 		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
 	})
 	if err := w.Start(); err != nil {

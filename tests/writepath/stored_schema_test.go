@@ -9,6 +9,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
@@ -49,7 +50,7 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
 	worker.RegisterMemory(w, &activities.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
 		Schemas: activities.StoredSchemas(st), Gov: governance.DefaultConfig(),
 	})
 	require.NoError(t, w.Start())

@@ -18,6 +18,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/activities"
+	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
@@ -40,7 +41,7 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
 	worker.RegisterMemory(w, &activities.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: llm.NewNGramEmbedder(storage.EmbeddingDim),
+		Store: st, Extractor: ex, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
 		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
 	})
 	require.NoError(t, w.Start())

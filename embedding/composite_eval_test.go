@@ -1,4 +1,4 @@
-package llm
+package embedding
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/engramhq/engram/llm/use"
+	"github.com/engramhq/engram/embedding/use"
 )
 
 // A small bilingual retrieval set: paraphrase pairs (query → the one memory it should
@@ -114,7 +114,7 @@ var (
 	}
 )
 
-// The USE model is an Embedder (llm/use does not import llm, so the check is here).
+// The USE model is an Embedder (embedding/use does not import llm, so the check is here).
 var _ Embedder = (*use.Model)(nil)
 
 type evalCase struct {
@@ -231,7 +231,7 @@ func score(cases []evalCase, queries, docs [][]float32) map[string]*evalScore {
 	return out
 }
 
-// evalModelDir finds the USE model as llm/use's tests do: scripts/fetch-model prints
+// evalModelDir finds the USE model as embedding/use's tests do: scripts/fetch-model prints
 // it, fetching it first when missing.
 func evalModelDir(t *testing.T) string {
 	t.Helper()

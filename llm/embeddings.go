@@ -8,24 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/engramhq/engram/embedding"
 	openai "github.com/sashabaranov/go-openai"
 )
-
-// DefaultEmbeddingDim is the dimension both embedders produce unless told otherwise.
-// It equals storage.EmbeddingDim, the dimension of every vector column: a database
-// is created for one dimension and checks it at start, so an embedder of another
-// dimension is a configuration error caught there.
-const DefaultEmbeddingDim = 512
-
-// Embedder turns texts into vectors for semantic recall. Implementations are safe for
-// concurrent use and return one vector of Dim() values per text, in input order.
-type Embedder interface {
-	// Name identifies the embedder and its model, e.g. "ngram-v1" or
-	// "openai:text-embedding-3-small"; vectors of different names are not comparable.
-	Name() string
-	Dim() int
-	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}
 
 // OpenAIEmbedderConfig configures an embedder behind an OpenAI-compatible
 // /embeddings endpoint.
@@ -34,7 +19,7 @@ type OpenAIEmbedderConfig struct {
 	APIKey  string
 	Model   string // e.g. "text-embedding-3-small"; required
 	// Dim is the vector dimension to request and to expect; zero means
-	// DefaultEmbeddingDim. Models that cannot shorten their vectors (the
+	// embedding.DefaultEmbeddingDim. Models that cannot shorten their vectors (the
 	// "dimensions" parameter) must be configured with their native size.
 	Dim int
 	// Timeout bounds one request; zero means DefaultLLMTimeout.
@@ -61,7 +46,7 @@ func NewOpenAIEmbedder(cfg OpenAIEmbedderConfig) (*OpenAIEmbedder, error) {
 		return nil, fmt.Errorf("llm: openai embedder dimension %d must be positive", cfg.Dim)
 	}
 	if cfg.Dim == 0 {
-		cfg.Dim = DefaultEmbeddingDim
+		cfg.Dim = embedding.DefaultEmbeddingDim
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultLLMTimeout

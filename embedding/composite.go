@@ -1,4 +1,4 @@
-package llm
+package embedding
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // CompositeEmbedder is the offline default embedder: a neural sentence encoder (the
-// Universal Sentence Encoder lite, package llm/use) for the text it can represent and
+// Universal Sentence Encoder lite, package embedding/use) for the text it can represent and
 // the character n-gram embedder for the rest — Chinese, Japanese and Korean, which
 // the encoder's 8,000-piece vocabulary does not cover (it maps every CJK sentence to
 // nearly the same vector).
