@@ -74,7 +74,7 @@ const TEXTS = [
 ];
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = resolve(process.argv[2] ?? join(here, "..", "llm", "use", "testdata", "reference.json"));
+const out = resolve(process.argv[2] ?? join(here, "..", "embedding", "use", "testdata", "reference.json"));
 
 const work = mkdtempSync(join(tmpdir(), "use-reference-"));
 try {
