@@ -17,13 +17,12 @@ import (
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 // Extractor modes.
@@ -255,8 +254,8 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	defer closeEx()
 
 	w := tworker.New(opt.Temporal, opt.TaskQueue, tworker.Options{})
-	worker.RegisterMemory(w, &activities.MemoryActivities{
-		Store: opt.Store, Extractor: ex, Embedder: opt.Embedder, Schemas: activities.BuiltinSchemas, Gov: gov,
+	write.Register(w, &write.MemoryActivities{
+		Store: opt.Store, Extractor: ex, Embedder: opt.Embedder, Schemas: schema.Builtins, Gov: gov,
 	})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
@@ -372,23 +371,23 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 	u, _ := sc.user(t.Speaker, t.Tenant)
 	tenant := TenantID(j.suite.Name, *sc, u.Tenant)
 	tr := &TurnResult{Suite: j.suite.Name, Scenario: sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil}
-	ev := activities.IngestEvent{
+	ev := write.IngestEvent{
 		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: firstNonEmpty(t.Person, t.Speaker),
 		UserID: u.ID, DepartmentID: u.Department, SessionID: t.Session, TaskID: t.Task,
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
 	start := time.Now()
 	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: r.opt.TaskQueue,
+		ID: write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: r.opt.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionTimeout: 5 * time.Minute,
-	}, workflows.MemoryWriteWorkflowName, workflows.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
+	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
 	if err != nil {
 		tr.Err = err.Error()
 		return tr
 	}
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	if err := run.Get(ctx, &res); err != nil {
 		tr.Err = err.Error()
 		return tr

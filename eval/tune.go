@@ -9,9 +9,9 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -89,7 +89,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	for i, f := range grid {
 		f := f
 		variants = append(variants, Variant{Name: fmt.Sprintf("fusion-%d", i), NewRecaller: func(st *storage.Store, em embedding.Embedder) (Recaller, error) {
-			return recall.New(st, em, recall.NewPostgresKeyword(st), activities.BuiltinSchemas, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff}), nil
+			return recall.New(st, em, recall.NewPostgresKeyword(st), schema.Builtins, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff}), nil
 		}})
 	}
 	reps, err := runFresh(ctx, cfg, suites, cfg.Embedder, variants)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
@@ -25,7 +26,6 @@ import (
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 // env is the API and the MCP endpoint on one real HTTP server (as `engram serve`
@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	cfg.TaskQueue = testenv.TaskQueue(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(tc, cfg, st, log)
+	w, err := app.New(tc, cfg, st, log)
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)

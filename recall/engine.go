@@ -95,7 +95,7 @@ type Engine struct {
 	emb     embedding.Embedder
 	kw      KeywordIndex
 	pgKW    bool
-	schemas func(ctx context.Context, name string) (*schema.Schema, error)
+	schemas schema.Source
 	opts    Options
 
 	schemaMu    sync.RWMutex
@@ -117,7 +117,7 @@ type schemaEntry struct {
 
 // New builds an engine. emb may be nil (no semantic retrieval); kw nil means
 // Postgres full-text; schemas nil means the built-in schemas.
-func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas func(ctx context.Context, name string) (*schema.Schema, error), opts Options) *Engine {
+func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas schema.Source, opts Options) *Engine {
 	if opts.CandidateLimit <= 0 {
 		opts.CandidateLimit = 40
 	}

@@ -19,11 +19,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/task"
+	"github.com/engramhq/engram/write"
 )
 
 // fieldErr is INVALID_ARGUMENT naming the field, with a BadRequest detail.
@@ -119,11 +119,11 @@ func toConnect(ctx context.Context, err error) error {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		switch ae.Type() {
-		case activities.ErrTypeBadInput, activities.ErrTypeUnknownSchema, workflows.ErrTypeInvalidTaskRequest:
+		case memory.ErrTypeBadInput, memory.ErrTypeUnknownSchema, task.ErrTypeInvalidTaskRequest:
 			return connect.NewError(connect.CodeInvalidArgument, errors.New(ae.Message()))
-		case activities.ErrTypeIdempotencyConflict:
+		case write.ErrTypeIdempotencyConflict:
 			return connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
-		case workflows.ErrTypeIllegalTransition, workflows.ErrTypeInvalidReview:
+		case task.ErrTypeIllegalTransition, write.ErrTypeInvalidReview:
 			return connect.NewError(connect.CodeFailedPrecondition, errors.New(ae.Message()))
 		}
 	}

@@ -18,13 +18,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/engramhq/engram/activities"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 type memoryServer struct{ Deps }
@@ -65,8 +65,8 @@ func validUUID(field, v string) error {
 // eventIn checks one event of a request and returns it as the write path's input.
 // An event without occurred_at gets now; sameRetryTime later replaces that by the
 // stored time when the key was seen before, so a retry hashes the same.
-func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (activities.IngestEvent, error) {
-	var out activities.IngestEvent
+func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (write.IngestEvent, error) {
+	var out write.IngestEvent
 	if e == nil {
 		return out, fieldErr(strings.TrimSuffix(prefix, "."), "is missing")
 	}
@@ -132,7 +132,7 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 			return out, fieldErr(prefix+"payload", "cannot be encoded as JSON")
 		}
 	}
-	out = activities.IngestEvent{
+	out = write.IngestEvent{
 		TenantID: p.TenantID, IdempotencyKey: key, ActorType: strings.TrimPrefix(actor, "ACTOR_TYPE_"), ActorID: strings.TrimSpace(e.ActorId),
 		UserID: user, DepartmentID: dept, AgentID: agent, SessionID: strings.TrimSpace(e.SessionId), TaskID: strings.TrimSpace(e.TaskId),
 		EventType: strings.TrimPrefix(evType, "EVENT_TYPE_"), Source: e.Source, Schema: sc, Content: e.Content,
@@ -152,7 +152,7 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 
 // storedEvent is the events row the Record activity writes for ev; the content hash
 // of the two must agree so that a retry is recognised as the same event.
-func storedEvent(ev activities.IngestEvent, wfID string) *storage.Event {
+func storedEvent(ev write.IngestEvent, wfID string) *storage.Event {
 	return &storage.Event{
 		IdempotencyKey: ev.IdempotencyKey, ActorType: ev.ActorType, ActorID: ev.ActorID, UserID: ev.UserID,
 		DepartmentID: ev.DepartmentID, AgentID: ev.AgentID, SessionID: ev.SessionID, TaskID: ev.TaskID,
@@ -185,7 +185,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 			return nil, err
 		}
 		if m.Event.OccurredAt == nil {
-			if err := s.sameRetryTime(ctx, p.TenantID, []*activities.IngestEvent{&ev}); err != nil {
+			if err := s.sameRetryTime(ctx, p.TenantID, []*write.IngestEvent{&ev}); err != nil {
 				return nil, toConnect(ctx, err)
 			}
 		}
@@ -195,10 +195,10 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		}
 		return connect.NewResponse(&engramv1.IngestResponse{Results: []*engramv1.IngestResult{res}}), nil
 	}
-	if len(m.Events) > workflows.MaxBatchEvents {
-		return nil, fieldErr("events", fmt.Sprintf("%d events, a batch holds at most %d: split it", len(m.Events), workflows.MaxBatchEvents))
+	if len(m.Events) > write.MaxBatchEvents {
+		return nil, fieldErr("events", fmt.Sprintf("%d events, a batch holds at most %d: split it", len(m.Events), write.MaxBatchEvents))
 	}
-	evs := make([]activities.IngestEvent, len(m.Events))
+	evs := make([]write.IngestEvent, len(m.Events))
 	seen := map[string]int{}
 	for i, e := range m.Events {
 		prefix := fmt.Sprintf("events[%d].", i)
@@ -210,7 +210,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		}
 		seen[evs[i].IdempotencyKey] = i
 	}
-	var defaulted []*activities.IngestEvent
+	var defaulted []*write.IngestEvent
 	for i, e := range m.Events {
 		if e.OccurredAt == nil {
 			defaulted = append(defaulted, &evs[i])
@@ -229,7 +229,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 // sameRetryTime gives events whose occurred_at defaulted to now the time stored for
 // their key, when the key was used before: a retry of an event sent without a time
 // is then the same event, not a conflicting one.
-func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*activities.IngestEvent) error {
+func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*write.IngestEvent) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -260,8 +260,8 @@ func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
 
 // ingestOne records the event (so a reused key with other content is refused
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
-func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
-	wfID := workflows.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
+func (s *memoryServer) ingestOne(ctx context.Context, ev write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
+	wfID := write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
 	// The same protection as the write path's Record, so both compute the same
 	// fingerprint and a retry is recognised.
 	prot, err := s.Store.ProtectContent(ev.Content)
@@ -277,8 +277,8 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent,
 	if err != nil {
 		return nil, prefixField("event.", err)
 	}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), workflows.MemoryWriteWorkflowName,
-		workflows.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout})
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), write.MemoryWriteWorkflowName,
+		write.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("start memory write: %w", err)
 	}
@@ -286,7 +286,7 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent,
 	if !wait {
 		return res, nil
 	}
-	var out workflows.MemoryWriteResult
+	var out write.MemoryWriteResult
 	st, reason, err := s.await(ctx, run, timeout, &out)
 	if err != nil {
 		return nil, err
@@ -303,7 +303,7 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev activities.IngestEvent,
 	return res, nil
 }
 
-func fillResult(res *engramv1.IngestResult, out workflows.MemoryWriteResult) {
+func fillResult(res *engramv1.IngestResult, out write.MemoryWriteResult) {
 	if out.EventID != "" {
 		res.EventId = out.EventID
 	}
@@ -312,11 +312,11 @@ func fillResult(res *engramv1.IngestResult, out workflows.MemoryWriteResult) {
 		res.Reason = out.Reason
 	}
 	switch out.Status {
-	case workflows.WriteCommitted:
+	case write.WriteCommitted:
 		res.Status = engramv1.WriteStatus_WRITE_STATUS_COMMITTED
-	case workflows.WriteUnparsed:
+	case write.WriteUnparsed:
 		res.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
-	case workflows.WriteNoMemory:
+	case write.WriteNoMemory:
 		res.Status = engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY
 	}
 	for _, r := range out.Results {
@@ -350,7 +350,7 @@ func (s *memoryServer) await(ctx context.Context, run client.WorkflowRun, timeou
 			}
 			var ae *temporal.ApplicationError
 			if errors.As(err, &ae) {
-				if ae.Type() == activities.ErrTypeIdempotencyConflict {
+				if ae.Type() == write.ErrTypeIdempotencyConflict {
 					return 0, "", connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
 				}
 				return engramv1.WriteStatus_WRITE_STATUS_FAILED, ae.Message(), nil
@@ -360,11 +360,11 @@ func (s *memoryServer) await(ctx context.Context, run client.WorkflowRun, timeou
 			}
 			return engramv1.WriteStatus_WRITE_STATUS_FAILED, "the write workflow failed: " + rootCause(err), nil
 		case <-tick.C:
-			v, err := s.Temporal.QueryWorkflow(wctx, run.GetID(), run.GetRunID(), workflows.QueryPending)
+			v, err := s.Temporal.QueryWorkflow(wctx, run.GetID(), run.GetRunID(), write.QueryPending)
 			if err != nil {
 				continue // not started yet, or finished meanwhile: the next round tells
 			}
-			var pending []workflows.PendingCandidate
+			var pending []write.PendingCandidate
 			if v.Get(&pending) == nil && len(pending) > 0 {
 				return engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, "", nil
 			}
@@ -437,7 +437,7 @@ func evidenceOf(ctx context.Context, db bun.IDB, tenant string, cands []storage.
 
 // ingestBatch refuses keys already used for other content, then starts or joins one
 // MemoryWriteBatch whose id derives from the batch key (or the events' keys).
-func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []activities.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
+func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
 	keys := make([]string, len(evs))
 	for i, e := range evs {
 		keys[i] = e.IdempotencyKey
@@ -466,9 +466,9 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		h := sha256.Sum256([]byte(strings.Join(keys, "\x1f")))
 		batchKey = "h-" + hex.EncodeToString(h[:16])
 	}
-	wfID := strings.Replace(workflows.MemoryWriteWorkflowID(p.TenantID, batchKey), "write/", "write-batch/", 1)
-	in := workflows.MemoryWriteBatchInput{Events: evs, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: int64(s.Config.ReviewTimeout / time.Second)}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), workflows.MemoryWriteBatchName, in)
+	wfID := strings.Replace(write.MemoryWriteWorkflowID(p.TenantID, batchKey), "write/", "write-batch/", 1)
+	in := write.MemoryWriteBatchInput{Events: evs, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: int64(s.Config.ReviewTimeout / time.Second)}
+	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), write.MemoryWriteBatchName, in)
 	if err != nil {
 		return nil, fmt.Errorf("start batch write: %w", err)
 	}
@@ -482,7 +482,7 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 	if !wait {
 		return out, nil
 	}
-	var br workflows.MemoryWriteBatchResult
+	var br write.MemoryWriteBatchResult
 	st, reason, err := s.await(ctx, run, timeout, &br)
 	if err != nil {
 		return nil, err
@@ -694,7 +694,7 @@ func (s *memoryServer) InvalidateFact(ctx context.Context, req *connect.Request[
 			Where("tenant_id = ? AND id = ?", p.TenantID, f.ID).Exec(ctx); err != nil {
 			return fmt.Errorf("invalidate fact: %w", err)
 		}
-		if _, err := tx.NewRaw("INSERT INTO outbox (tenant_id, kind, ref_id, op) VALUES (?, 'FACT', ?, 'UPSERT')", p.TenantID, f.ID).Exec(ctx); err != nil {
+		if err := storage.EnqueueFact(ctx, tx, p.TenantID, f.ID); err != nil {
 			return fmt.Errorf("write outbox: %w", err)
 		}
 		f.Status, f.ValidUntil, f.ClosedAt, f.Reason = memory.FactInvalidated, &until, &now, why
@@ -716,11 +716,11 @@ func (s *memoryServer) Forget(ctx context.Context, req *connect.Request[engramv1
 	if user == "" {
 		return nil, fieldErr("user_id", "is empty: name the user to erase")
 	}
-	in := workflows.EraseSubjectInput{TenantID: p.TenantID, UserID: user, RequestedBy: p.Name, Reason: req.Msg.Reason}
-	opts := workflows.EraseSubjectStartOptions(s.Config.TaskQueue, in)
+	in := lifecycle.EraseSubjectInput{TenantID: p.TenantID, UserID: user, RequestedBy: p.Name, Reason: req.Msg.Reason}
+	opts := lifecycle.EraseSubjectStartOptions(s.Config.TaskQueue, in)
 	// Asking twice while an erasure runs joins it.
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
-	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.EraseSubjectWorkflowName, in)
+	run, err := s.Temporal.ExecuteWorkflow(ctx, opts, lifecycle.EraseSubjectWorkflowName, in)
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("start erasure: %w", err))
 	}

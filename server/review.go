@@ -14,7 +14,7 @@ import (
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 type reviewServer struct{ Deps }
@@ -104,8 +104,8 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s has no write workflow to decide in", c.ID))
 	}
 	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: c.WorkflowID, UpdateName: workflows.UpdateReview, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.ReviewRequest{CandidateID: c.ID, Verdict: v}},
+		WorkflowID: c.WorkflowID, UpdateName: write.UpdateReview, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{write.ReviewRequest{CandidateID: c.ID, Verdict: v}},
 	})
 	if err == nil {
 		err = h.Get(ctx, nil)
@@ -143,11 +143,11 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 
 // othersPending counts the candidates of c's workflow still awaiting a verdict.
 func (s *reviewServer) othersPending(ctx context.Context, c *storage.Candidate) (int, error) {
-	v, err := s.Temporal.QueryWorkflow(ctx, c.WorkflowID, "", workflows.QueryPending)
+	v, err := s.Temporal.QueryWorkflow(ctx, c.WorkflowID, "", write.QueryPending)
 	if err != nil {
 		return 0, nil // finished meanwhile: the commit is on its way
 	}
-	var pending []workflows.PendingCandidate
+	var pending []write.PendingCandidate
 	if err := v.Get(&pending); err != nil {
 		return 0, fmt.Errorf("decode pending: %w", err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/engramhq/engram/activities"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 )
@@ -118,7 +118,7 @@ func (s *schemaServer) SuggestSchemaChanges(ctx context.Context, req *connect.Re
 	}
 	// What the extractor produced in the last 30 days that the schema lacks, seen at
 	// least twice, for the caller's tenant only.
-	all, err := activities.SuggestSchemaChanges(ctx, s.Store, activities.BuiltinSchemas, p.TenantID, time.Now().Add(-30*24*time.Hour), 2)
+	all, err := lifecycle.SuggestSchemaChanges(ctx, s.Store, schema.Builtins, p.TenantID, time.Now().Add(-30*24*time.Hour), 2)
 	if err != nil {
 		return nil, fmt.Errorf("schema suggestions: %w", err)
 	}

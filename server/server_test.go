@@ -24,6 +24,7 @@ import (
 
 	tclient "go.temporal.io/sdk/client"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/config"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
@@ -32,7 +33,6 @@ import (
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 // env is a real API server (httptest, h2c) over a fresh database, the Temporal dev
@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(as.Close)
 	cfg.ActionURL = as.URL()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(tc, cfg, st, log)
+	w, err := app.New(tc, cfg, st, log)
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)

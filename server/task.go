@@ -16,7 +16,7 @@ import (
 
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/task"
 )
 
 type taskServer struct{ Deps }
@@ -69,7 +69,7 @@ func (s *taskServer) StartTask(ctx context.Context, req *connect.Request[engramv
 	if err != nil {
 		return nil, err
 	}
-	cfg := workflows.TaskConfig{ConfirmationTimeout: s.Config.ConfirmationTimeout, CallTimeout: s.Config.ActionTimeout}
+	cfg := task.TaskConfig{ConfirmationTimeout: s.Config.ConfirmationTimeout, CallTimeout: s.Config.ActionTimeout}
 	if m.ConfirmationTimeout != nil {
 		d := m.ConfirmationTimeout.AsDuration()
 		if d < 0 || !m.ConfirmationTimeout.IsValid() {
@@ -79,22 +79,22 @@ func (s *taskServer) StartTask(ctx context.Context, req *connect.Request[engramv
 			cfg.ConfirmationTimeout = d
 		}
 	}
-	switch d := workflows.ConfirmDefault(strings.TrimSpace(m.ConfirmationDefault)); d {
-	case "", workflows.ConfirmDefaultCancel, workflows.ConfirmDefaultConfirm:
+	switch d := task.ConfirmDefault(strings.TrimSpace(m.ConfirmationDefault)); d {
+	case "", task.ConfirmDefaultCancel, task.ConfirmDefaultConfirm:
 		cfg.ConfirmationDefault = d
 	default:
-		return nil, fieldErr("confirmation_default", fmt.Sprintf("%q is neither %q nor %q", d, workflows.ConfirmDefaultCancel, workflows.ConfirmDefaultConfirm))
+		return nil, fieldErr("confirmation_default", fmt.Sprintf("%q is neither %q nor %q", d, task.ConfirmDefaultCancel, task.ConfirmDefaultConfirm))
 	}
 	if _, err := s.Store.GetTask(ctx, p.TenantID, m.TaskId); err == nil {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("task_id: task %q exists already", m.TaskId))
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return nil, toConnect(ctx, fmt.Errorf("check task: %w", err))
 	}
-	in := workflows.TaskInput{TenantID: p.TenantID, TaskID: m.TaskId, UserID: user, SessionID: strings.TrimSpace(m.SessionId), AgentID: agent, Actor: p.Name, Config: cfg}
-	opts := workflows.TaskStartOptions(s.Config.TaskQueue, in)
+	in := task.TaskInput{TenantID: p.TenantID, TaskID: m.TaskId, UserID: user, SessionID: strings.TrimSpace(m.SessionId), AgentID: agent, Actor: p.Name, Config: cfg}
+	opts := task.TaskStartOptions(s.Config.TaskQueue, in)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, workflows.TaskWorkflow, in); err != nil {
+	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, task.TaskWorkflow, in); err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("task_id: task %q exists already", m.TaskId))
@@ -126,12 +126,12 @@ func (s *taskServer) StartTask(ctx context.Context, req *connect.Request[engramv
 	return connect.NewResponse(&engramv1.StartTaskResponse{Task: t}), nil
 }
 
-func stepsIn(field string, steps []*engramv1.TaskStep) ([]workflows.TaskStep, error) {
+func stepsIn(field string, steps []*engramv1.TaskStep) ([]task.TaskStep, error) {
 	if len(steps) == 0 {
 		return nil, fieldErr(field, "is empty: plan at least one step")
 	}
 	seen := map[string]int{}
-	out := make([]workflows.TaskStep, len(steps))
+	out := make([]task.TaskStep, len(steps))
 	for i, st := range steps {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if st == nil {
@@ -150,7 +150,7 @@ func stepsIn(field string, steps []*engramv1.TaskStep) ([]workflows.TaskStep, er
 			return nil, fieldErr(f+".name", fmt.Sprintf("%q repeats step %d", name, j))
 		}
 		seen[name] = i
-		out[i] = workflows.TaskStep{Name: name, Action: strings.TrimSpace(st.Action)}
+		out[i] = task.TaskStep{Name: name, Action: strings.TrimSpace(st.Action)}
 		if st.Input != nil {
 			b, err := json.Marshal(st.Input.AsMap())
 			if err != nil {
@@ -182,15 +182,15 @@ func (s *taskServer) UpdateTask(ctx context.Context, req *connect.Request[engram
 		if err != nil {
 			return nil, err
 		}
-		name, arg = workflows.TaskUpdatePlan, workflows.PlanRequest{Actor: p.Name, Goal: strings.TrimSpace(op.Plan.Goal), Steps: steps}
+		name, arg = task.TaskUpdatePlan, task.PlanRequest{Actor: p.Name, Goal: strings.TrimSpace(op.Plan.Goal), Steps: steps}
 	case *engramv1.UpdateTaskRequest_RequestConfirmation:
-		name, arg = workflows.TaskUpdateRequestConfirmation, workflows.RequestConfirmationRequest{Actor: p.Name, Reason: op.RequestConfirmation.GetReason()}
+		name, arg = task.TaskUpdateRequestConfirmation, task.RequestConfirmationRequest{Actor: p.Name, Reason: op.RequestConfirmation.GetReason()}
 	case *engramv1.UpdateTaskRequest_Confirm:
-		name, arg = workflows.TaskUpdateConfirm, workflows.ConfirmRequest{Actor: p.Name, Reason: op.Confirm.GetReason(), Reject: op.Confirm.GetReject()}
+		name, arg = task.TaskUpdateConfirm, task.ConfirmRequest{Actor: p.Name, Reason: op.Confirm.GetReason(), Reject: op.Confirm.GetReject()}
 	case *engramv1.UpdateTaskRequest_Complete:
-		name, arg = workflows.TaskUpdateComplete, workflows.CompleteRequest{Actor: p.Name, Reason: op.Complete.GetReason()}
+		name, arg = task.TaskUpdateComplete, task.CompleteRequest{Actor: p.Name, Reason: op.Complete.GetReason()}
 	case *engramv1.UpdateTaskRequest_Cancel:
-		name, arg = workflows.TaskUpdateCancel, workflows.CancelRequest{Actor: p.Name, Reason: op.Cancel.GetReason()}
+		name, arg = task.TaskUpdateCancel, task.CancelRequest{Actor: p.Name, Reason: op.Cancel.GetReason()}
 	default:
 		return nil, fieldErr("op", "is missing: set one of plan, request_confirmation, confirm, complete, cancel")
 	}
@@ -206,7 +206,7 @@ func (s *taskServer) RunStep(ctx context.Context, req *connect.Request[engramv1.
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.update(ctx, p, req.Msg.TaskId, workflows.TaskUpdateRunStep, workflows.RunStepRequest{Actor: p.Name, Step: strings.TrimSpace(req.Msg.Step)})
+	t, err := s.update(ctx, p, req.Msg.TaskId, task.TaskUpdateRunStep, task.RunStepRequest{Actor: p.Name, Step: strings.TrimSpace(req.Msg.Step)})
 	if err != nil {
 		return nil, err
 	}
@@ -232,10 +232,10 @@ func (s *taskServer) update(ctx context.Context, p *Principal, taskID, name stri
 		return nil, err
 	}
 	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflows.TaskWorkflowID(p.TenantID, taskID), UpdateName: name, Args: []any{arg},
+		WorkflowID: task.TaskWorkflowID(p.TenantID, taskID), UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var view workflows.TaskView
+	var view task.TaskView
 	if err == nil {
 		err = h.Get(ctx, &view)
 	}
@@ -255,21 +255,21 @@ func (s *taskServer) view(ctx context.Context, p *Principal, taskID string) (*en
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.Temporal.QueryWorkflow(ctx, workflows.TaskWorkflowID(p.TenantID, taskID), "", workflows.TaskQueryState)
+	v, err := s.Temporal.QueryWorkflow(ctx, task.TaskWorkflowID(p.TenantID, taskID), "", task.TaskQueryState)
 	if err != nil {
 		if unavailable(err) {
 			return nil, toConnect(ctx, err)
 		}
 		return rowOut(row), nil
 	}
-	var view workflows.TaskView
+	var view task.TaskView
 	if err := v.Get(&view); err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("decode task state: %w", err))
 	}
 	return taskOut(view, row), nil
 }
 
-func taskOut(v workflows.TaskView, row *storage.Task) *engramv1.Task {
+func taskOut(v task.TaskView, row *storage.Task) *engramv1.Task {
 	t := &engramv1.Task{
 		TaskId: v.TaskID, UserId: row.UserID, SessionId: row.SessionID, Goal: v.Goal, State: taskStateOut(v.State),
 		Done: v.Done, Todo: v.Todo, NextStep: v.NextStep, LastError: v.LastError, Seq: v.Seq,

@@ -50,7 +50,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (int, e
 				return err
 			}
 			n++
-			return enqueueFact(ctx, tx, d.TenantID, closed.ID)
+			return EnqueueFact(ctx, tx, d.TenantID, closed.ID)
 		})
 		if err != nil {
 			return n, fmt.Errorf("expire %s: %w", d.MemoryKey, err)
@@ -59,7 +59,10 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (int, e
 	return n, nil
 }
 
-func enqueueFact(ctx context.Context, db bun.IDB, tenantID, factID string) error {
+// EnqueueFact queues a fact revision for the external keyword index (the outbox
+// the indexer drains), in the caller's transaction so the two commit together.
+// It is the only writer of fact rows to the outbox.
+func EnqueueFact(ctx context.Context, db bun.IDB, tenantID, factID string) error {
 	_, err := db.NewRaw("INSERT INTO outbox (tenant_id, kind, ref_id, op) VALUES (?, 'FACT', ?, 'UPSERT')", tenantID, factID).Exec(ctx)
 	return err
 }
@@ -250,7 +253,7 @@ func (s *Store) Consolidate(ctx context.Context, g ConsolidationGroup, sourceIDs
 			return err
 		}
 		for _, id := range append(live, f.ID) {
-			if err := enqueueFact(ctx, tx, g.TenantID, id); err != nil {
+			if err := EnqueueFact(ctx, tx, g.TenantID, id); err != nil {
 				return err
 			}
 		}

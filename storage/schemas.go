@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -83,4 +84,17 @@ func (s *Store) SchemaVersions(ctx context.Context, tenantID, name string) ([]in
 	err := s.db.NewSelect().Model((*StoredSchema)(nil)).Column("version").
 		Where("tenant_id = ? AND name = ?", tenantID, name).Order("version").Scan(ctx, &out)
 	return out, err
+}
+
+// LookupSchema is GetSchema in the shape schema.Stored asks for: the source text
+// and version, found false (and no error) when the tenant stored none.
+func (s *Store) LookupSchema(ctx context.Context, tenantID, name string, version int) (string, int, bool, error) {
+	sc, err := s.GetSchema(ctx, tenantID, name, version)
+	if errors.Is(err, ErrNotFound) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, err
+	}
+	return sc.Source, sc.Version, true, nil
 }

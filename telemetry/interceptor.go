@@ -3,12 +3,10 @@ package telemetry
 import (
 	"context"
 
+	"github.com/engramhq/engram/write"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/engramhq/engram/activities"
-	"github.com/engramhq/engram/workflows"
 )
 
 // Interceptor counts write outcomes (MemoryWrite results) and extraction attempts
@@ -48,7 +46,7 @@ func (a *activityCounter) ExecuteActivity(ctx context.Context, in *interceptor.E
 			a.m.ExtractFailures.WithLabelValues("error").Inc()
 		}
 	case "Validate":
-		if v, ok := res.(activities.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
+		if v, ok := res.(write.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
 			a.m.ExtractFailures.WithLabelValues("invalid").Inc()
 		}
 	}
@@ -62,15 +60,15 @@ type workflowCounter struct {
 
 func (w *workflowCounter) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
 	res, err := w.Next.ExecuteWorkflow(ctx, in)
-	if workflow.GetInfo(ctx).WorkflowType.Name != workflows.MemoryWriteWorkflowName || workflow.IsReplaying(ctx) {
+	if workflow.GetInfo(ctx).WorkflowType.Name != write.MemoryWriteWorkflowName || workflow.IsReplaying(ctx) {
 		return res, err
 	}
 	status := "FAILED"
 	if err == nil {
 		switch r := res.(type) {
-		case workflows.MemoryWriteResult:
+		case write.MemoryWriteResult:
 			status = r.Status
-		case *workflows.MemoryWriteResult:
+		case *write.MemoryWriteResult:
 			status = r.Status
 		}
 	}

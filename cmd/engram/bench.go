@@ -17,12 +17,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/uptrace/bun/driver/pgdriver"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 // benchCmd groups the benchmarks; `engram bench recall` is the recall benchmark.
@@ -102,7 +102,7 @@ load again).`,
 					return err
 				}
 				cfg.EmbedBaseURL, cfg.Embedder = "", "composite"
-				if composite, err = worker.Embedder(cfg); err != nil {
+				if composite, err = app.Embedder(cfg); err != nil {
 					return fmt.Errorf("composite embedder (--no-composite to measure without it): %w", err)
 				}
 			}

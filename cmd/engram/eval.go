@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/eval"
-	"github.com/engramhq/engram/worker"
 )
 
 // evalCmd is `engram eval`: the shipped suites (or a LoCoMo file) through the real
@@ -51,7 +51,7 @@ See eval/README.md.`,
 			if minCheck != "on" && minCheck != "off" {
 				return fmt.Errorf("--min-check: %q (allowed: on, off)", minCheck)
 			}
-			em, err := worker.Embedder(cfg)
+			em, err := app.Embedder(cfg)
 			if err != nil {
 				return fmt.Errorf("embedder: %w", err)
 			}
@@ -64,7 +64,7 @@ See eval/README.md.`,
 				}
 				c := cfg
 				c.EmbedBaseURL, c.Embedder = "", name
-				e, err := worker.Embedder(c)
+				e, err := app.Embedder(c)
 				if err != nil {
 					return fmt.Errorf("embedder %s: %w", name, err)
 				}

@@ -11,10 +11,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
 )
 
 // keysRotateDataCmd is `engram keys rotate-data`: re-seal stored content under the
@@ -44,9 +43,9 @@ keys. --include-clear also seals rows written before encryption was turned on.`,
 			}
 			defer c.Close()
 			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{
-				ID: workflows.RotateDataKeysWorkflowID, TaskQueue: cfg.TaskQueue,
+				ID: lifecycle.RotateDataKeysWorkflowID, TaskQueue: cfg.TaskQueue,
 				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			}, workflows.RotateDataKeysName, activities.RotateInput{IncludeClear: includeClear, Batch: batch})
+			}, lifecycle.RotateDataKeysName, lifecycle.RotateInput{IncludeClear: includeClear, Batch: batch})
 			if err != nil {
 				return err
 			}

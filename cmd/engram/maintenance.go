@@ -11,15 +11,14 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/config"
-	"github.com/engramhq/engram/maintenance"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/lifecycle"
+	"github.com/engramhq/engram/schema"
 )
 
 // eraseCmd is `engram erase`: the right to be forgotten for a user (or a tenant).
 func eraseCmd() *cobra.Command {
-	var in workflows.EraseSubjectInput
+	var in lifecycle.EraseSubjectInput
 	var wait, wholeTenant bool
 	cmd := &cobra.Command{
 		Use:   "erase --tenant T --user U --requested-by WHO [--reason WHY]",
@@ -52,8 +51,8 @@ counts ('engram audit --tenant T --erasures'). Asking again while it runs attach
 				return err
 			}
 			defer c.Close()
-			opts := workflows.EraseSubjectStartOptions(cfg.TaskQueue, in)
-			run, err := c.ExecuteWorkflow(cmd.Context(), opts, workflows.EraseSubjectWorkflowName, in)
+			opts := lifecycle.EraseSubjectStartOptions(cfg.TaskQueue, in)
+			run, err := c.ExecuteWorkflow(cmd.Context(), opts, lifecycle.EraseSubjectWorkflowName, in)
 			if err != nil {
 				return err
 			}
@@ -61,7 +60,7 @@ counts ('engram audit --tenant T --erasures'). Asking again while it runs attach
 			if !wait {
 				return nil
 			}
-			var res workflows.EraseSubjectResult
+			var res lifecycle.EraseSubjectResult
 			if err := run.Get(context.WithoutCancel(cmd.Context()), &res); err != nil {
 				return err
 			}
@@ -99,7 +98,7 @@ func schemaSuggestCmd() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			out, err := maintenance.SuggestSchemaChanges(cmd.Context(), st, activities.BuiltinSchemas, tenant, time.Now().Add(-d), minCount)
+			out, err := lifecycle.SuggestSchemaChanges(cmd.Context(), st, schema.Builtins, tenant, time.Now().Add(-d), minCount)
 			if err != nil {
 				return err
 			}
@@ -129,12 +128,12 @@ func schemaCmd() *cobra.Command {
 }
 
 // maintenanceClient reads the maintenance configuration and dials Temporal.
-func maintenanceClient() (maintenance.Config, client.Client, error) {
+func maintenanceClient() (lifecycle.Config, client.Client, error) {
 	cfg, err := config.FromEnv()
 	if err != nil {
-		return maintenance.Config{}, nil, err
+		return lifecycle.Config{}, nil, err
 	}
-	mc, err := maintenance.ConfigFromEnv(cfg.TaskQueue)
+	mc, err := lifecycle.ConfigFromEnv(cfg.TaskQueue)
 	if err != nil {
 		return mc, nil, err
 	}
@@ -155,10 +154,10 @@ func maintenanceCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			if err := maintenance.EnsureSchedules(cmd.Context(), c, mc); err != nil {
+			if err := lifecycle.EnsureSchedules(cmd.Context(), c, mc); err != nil {
 				return err
 			}
-			for _, n := range maintenance.ScheduleNames {
+			for _, n := range lifecycle.ScheduleNames {
 				fmt.Fprintln(cmd.OutOrStdout(), mc.ScheduleID(n))
 			}
 			return nil
@@ -167,7 +166,7 @@ func maintenanceCmd() *cobra.Command {
 		Use:       "run expiry|decay|consolidate|schema-report",
 		Short:     "Trigger one maintenance schedule now",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: maintenance.ScheduleNames,
+		ValidArgs: lifecycle.ScheduleNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mc, c, err := maintenanceClient()
 			if err != nil {

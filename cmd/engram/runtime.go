@@ -11,13 +11,13 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/mcp"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/telemetry"
-	"github.com/engramhq/engram/worker"
 )
 
 // runtime is the composition root shared by `engram serve` and `engram mcp`: the
@@ -79,11 +79,11 @@ func openRuntime(ctx context.Context, cfg config.Config, log *slog.Logger, runWo
 		return nil, err
 	}
 	r.closers = append(r.closers, r.tc.Close)
-	emb, err := worker.Embedder(cfg)
+	emb, err := app.Embedder(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedder: %w", err)
 	}
-	kw, _, err := worker.KeywordIndex(r.st)
+	kw, _, err := app.KeywordIndex(r.st)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func openRuntime(ctx context.Context, cfg config.Config, log *slog.Logger, runWo
 		return nil, err
 	}
 	if runWorker {
-		w, err := worker.New(r.tc, cfg, r.st, log)
+		w, err := app.New(r.tc, cfg, r.st, log)
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +102,7 @@ func openRuntime(ctx context.Context, cfg config.Config, log *slog.Logger, runWo
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 		r.closers = append(r.closers, w.Stop)
-		if err := worker.StartBackground(ctx, r.tc, cfg); err != nil {
+		if err := app.StartBackground(ctx, r.tc, cfg); err != nil {
 			return nil, err
 		}
 		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress)

@@ -8,9 +8,9 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 func dialTemporal(cfg config.Config) (client.Client, error) {
@@ -45,7 +45,7 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			w, err := worker.New(c, cfg, st, log)
+			w, err := app.New(c, cfg, st, log)
 			if err != nil {
 				return err
 			}
@@ -53,7 +53,7 @@ func workerCmd() *cobra.Command {
 			if err := w.Start(); err != nil {
 				return err
 			}
-			if err := worker.StartBackground(cmd.Context(), c, cfg); err != nil {
+			if err := app.StartBackground(cmd.Context(), c, cfg); err != nil {
 				w.Stop()
 				return err
 			}

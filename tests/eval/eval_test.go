@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/eval"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 func suites(t *testing.T, names ...string) []*eval.Suite {
@@ -138,7 +138,7 @@ func TestLoCoMoSmallFile(t *testing.T) {
 func TestOpenConversationBeatsBaseline(t *testing.T) {
 	cfg, err := config.FromEnv()
 	require.NoError(t, err)
-	em, err := worker.Embedder(cfg)
+	em, err := app.Embedder(cfg)
 	require.NoError(t, err, "embedder (ENGRAM_MODEL_DIR: scripts/fetch-model)")
 	for _, mode := range []string{eval.ModeRules, eval.ModeGold} {
 		t.Run(mode, func(t *testing.T) {

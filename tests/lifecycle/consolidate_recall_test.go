@@ -11,9 +11,9 @@ import (
 
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
 )
 
 // After consolidation recall answers the same question with fewer items: the ten
@@ -41,7 +41,7 @@ func TestRecallAfterConsolidationNeedsFewerItems(t *testing.T) {
 
 	env := timeSkippingEnv(t, st)
 	env.SetStartTime(start.Add(96 * time.Hour))
-	env.ExecuteWorkflow(afterSleep, time.Minute, workflows.MaintenanceConsolidateName, workflows.MaintenanceConsolidateInput{MinFacts: 5, MinAge: 24 * time.Hour})
+	env.ExecuteWorkflow(afterSleep, time.Minute, lifecycle.MaintenanceConsolidateName, lifecycle.MaintenanceConsolidateInput{MinFacts: 5, MinAge: 24 * time.Hour})
 	require.NoError(t, env.GetWorkflowError())
 
 	afterFacts, afterTop, ctxText := ask()

@@ -21,15 +21,14 @@ import (
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/llm"
-	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 type env struct {
@@ -46,11 +45,11 @@ func newEnv(t *testing.T) *env {
 }
 
 // inProcessWorker runs the write path and the life-cycle workflows in this process.
-func (e *env) inProcessWorker(d maintenance.Deps) {
+func (e *env) inProcessWorker(d lifecycle.Deps) {
 	w := tworker.New(e.c, e.queue, tworker.Options{})
-	worker.RegisterMemory(w, &activities.MemoryActivities{
+	write.Register(w, &write.MemoryActivities{
 		Store: e.st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	})
 	d.Store = e.st
 	if d.Temporal == nil {
@@ -60,41 +59,41 @@ func (e *env) inProcessWorker(d maintenance.Deps) {
 	if d.Embedder == nil {
 		d.Embedder = embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	}
-	maintenance.Register(w, d)
+	lifecycle.Register(w, d)
 	require.NoError(e.t, w.Start())
 	e.t.Cleanup(w.Stop)
 }
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) activities.IngestEvent {
-	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
+func event(tenant, user, schemaName, text string, at time.Time) write.IngestEvent {
+	return write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
 }
 
-func (e *env) startWrite(in workflows.MemoryWriteInput) client.WorkflowRun {
+func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
+		ID: write.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, workflows.MemoryWriteWorkflowName, in)
+	}, write.MemoryWriteWorkflowName, in)
 	require.NoError(e.t, err)
 	return run
 }
 
-func (e *env) write(ev activities.IngestEvent) workflows.MemoryWriteResult {
+func (e *env) write(ev write.IngestEvent) write.MemoryWriteResult {
 	e.t.Helper()
-	run := e.startWrite(workflows.MemoryWriteInput{Event: ev})
+	run := e.startWrite(write.MemoryWriteInput{Event: ev})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	require.NoError(e.t, run.Get(ctx, &res))
 	return res
 }
 
-func (e *env) erase(in workflows.EraseSubjectInput) client.WorkflowRun {
+func (e *env) erase(in lifecycle.EraseSubjectInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := e.c.ExecuteWorkflow(context.Background(), workflows.EraseSubjectStartOptions(e.queue, in), workflows.EraseSubjectWorkflowName, in)
+	run, err := e.c.ExecuteWorkflow(context.Background(), lifecycle.EraseSubjectStartOptions(e.queue, in), lifecycle.EraseSubjectWorkflowName, in)
 	require.NoError(e.t, err)
 	return run
 }

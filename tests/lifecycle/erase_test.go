@@ -11,12 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 // seeded is what a subject has in every table before the erasure.
@@ -37,8 +36,8 @@ func (e *env) seedUser(tenant, user string, shared bool) seeded {
 	} {
 		ev := event(tenant, user, text.schema, text.text, base.Add(time.Duration(i)*time.Hour))
 		r := e.write(ev)
-		require.Equal(e.t, workflows.WriteCommitted, r.Status, "seed write %d: %+v", i, r)
-		s.writeIDs = append(s.writeIDs, workflows.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
+		require.Equal(e.t, write.WriteCommitted, r.Status, "seed write %d: %+v", i, r)
+		s.writeIDs = append(s.writeIDs, write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
 	}
 	_, err := e.st.DB().NewRaw(`INSERT INTO sessions (tenant_id, id, user_id, recent, summary, turn_count) VALUES (?, ?, ?, '["我的订单12345没收到"]', 'asked about order 12345', 1)
 		ON CONFLICT (tenant_id, id) DO UPDATE SET user_id = EXCLUDED.user_id`, tenant, "s-"+user, user).Exec(ctx)
@@ -93,7 +92,7 @@ func (e *env) needles(tenant, user string) []string {
 
 func (e *env) subjectWorkflows(subj storage.ErasureSubject) int {
 	resp, err := e.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: testenv.Namespace(), Query: activities.SubjectVisibilityQuery(subj)})
+		Namespace: testenv.Namespace(), Query: lifecycle.SubjectVisibilityQuery(subj)})
 	require.NoError(e.t, err)
 	return len(resp.Executions)
 }
@@ -122,7 +121,7 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 		return e.subjectWorkflows(storage.ErasureSubject{TenantID: tA, UserID: victim}) >= len(sv.writeIDs)
 	})
 
-	in := workflows.EraseSubjectInput{TenantID: tA, UserID: victim, RequestedBy: "dpo@example.com", Reason: "GDPR art. 17 request #42",
+	in := lifecycle.EraseSubjectInput{TenantID: tA, UserID: victim, RequestedBy: "dpo@example.com", Reason: "GDPR art. 17 request #42",
 		BatchSize: 1, Throttle: 400 * time.Millisecond, HeartbeatTimeout: 3 * time.Second}
 	subj := in.Subject()
 	run := e.erase(in)
@@ -136,16 +135,16 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	// terminated by it; wait so the refusal comes from the write path itself.)
 	eventually(t, 30*time.Second, "first Temporal step done", func() bool {
 		ts, err := e.st.GetTombstone(context.Background(), subj)
-		return err == nil && contains(ts.StepsDone, workflows.EraseStepTemporal)
+		return err == nil && contains(ts.StepsDone, lifecycle.EraseStepTemporal)
 	})
-	refused := e.startWrite(workflows.MemoryWriteInput{Event: event(tA, victim, "travel", "预算不超过9000元", base.Add(48*time.Hour))})
+	refused := e.startWrite(write.MemoryWriteInput{Event: event(tA, victim, "travel", "预算不超过9000元", base.Add(48*time.Hour))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err := refused.Get(ctx, nil)
 	cancel()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), activities.ErrTypeErasureInProgress)
+	assert.Contains(t, err.Error(), write.ErrTypeErasureInProgress)
 	// Others still write.
-	assert.Equal(t, workflows.WriteCommitted, e.write(event(tA, other, "travel", "我以后尽量都坐直飞", base.Add(50*time.Hour))).Status)
+	assert.Equal(t, write.WriteCommitted, e.write(event(tA, other, "travel", "我以后尽量都坐直飞", base.Add(50*time.Hour))).Status)
 	otherBefore = e.rowsMentioning(tA, e.needles(tA, other))
 
 	// Kill the worker in the middle of a step: facts are done, evidence links are
@@ -164,7 +163,7 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	e.startWorkerProcess(bin)
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var res workflows.EraseSubjectResult
+	var res lifecycle.EraseSubjectResult
 	require.NoError(t, run.Get(ctx, &res))
 	assert.Equal(t, storage.ErasureDone, res.Status)
 	t.Logf("tombstone counts: %s", storage.MarshalCounts(res.Counts))
@@ -211,7 +210,7 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 		})
 	}
 	// Once done, the user can start again from nothing.
-	assert.Equal(t, workflows.WriteCommitted, e.write(event(tA, victim, "travel", "我以后尽量都坐直飞", base.Add(72*time.Hour))).Status)
+	assert.Equal(t, write.WriteCommitted, e.write(event(tA, victim, "travel", "我以后尽量都坐直飞", base.Add(72*time.Hour))).Status)
 }
 
 type fakeKeyword struct{ calls atomic.Int64 }
@@ -226,7 +225,7 @@ func (f *fakeKeyword) EraseSubject(_ context.Context, tenantID, userID string) (
 func TestEraseTenant(t *testing.T) {
 	e := newEnv(t)
 	kw := &fakeKeyword{}
-	e.inProcessWorker(maintenance.Deps{Keyword: kw})
+	e.inProcessWorker(lifecycle.Deps{Keyword: kw})
 	tA, tB := "ta-"+testenv.RandomID(6), "tb-"+testenv.RandomID(6)
 	e.seedUser(tA, "u1", true)
 	e.seedUser(tA, "u2", false)
@@ -235,10 +234,10 @@ func TestEraseTenant(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.EraseSubjectResult
-	require.NoError(t, e.erase(workflows.EraseSubjectInput{TenantID: tA, RequestedBy: "admin"}).Get(ctx, &res))
+	var res lifecycle.EraseSubjectResult
+	require.NoError(t, e.erase(lifecycle.EraseSubjectInput{TenantID: tA, RequestedBy: "admin"}).Get(ctx, &res))
 	assert.Equal(t, storage.ErasureDone, res.Status)
-	assert.Equal(t, int64(3), res.Counts[workflows.EraseStepKeywordIndex])
+	assert.Equal(t, int64(3), res.Counts[lifecycle.EraseStepKeywordIndex])
 	assert.Equal(t, int64(1), kw.calls.Load())
 	for _, tb := range e.tables() {
 		if !e.hasColumn(tb, "tenant_id") {
@@ -256,8 +255,8 @@ func TestEraseTenant(t *testing.T) {
 	eventually(t, 60*time.Second, "no workflow of the tenant", func() bool { return e.subjectWorkflows(storage.ErasureSubject{TenantID: tA}) == 0 })
 
 	// Asking again (a retried request) finishes at once with nothing to delete.
-	var again workflows.EraseSubjectResult
-	require.NoError(t, e.erase(workflows.EraseSubjectInput{TenantID: tA, RequestedBy: "admin"}).Get(ctx, &again))
+	var again lifecycle.EraseSubjectResult
+	require.NoError(t, e.erase(lifecycle.EraseSubjectInput{TenantID: tA, RequestedBy: "admin"}).Get(ctx, &again))
 	assert.Equal(t, storage.ErasureDone, again.Status)
 	assert.Zero(t, again.Counts["facts"])
 }
@@ -277,7 +276,7 @@ func contains(list []string, s string) bool {
 // tombstone.
 func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
 	e := newEnv(t)
-	e.inProcessWorker(maintenance.Deps{Keyword: &fakeKeyword{}})
+	e.inProcessWorker(lifecycle.Deps{Keyword: &fakeKeyword{}})
 	tenant := "tu-" + testenv.RandomID(6)
 	long := strings.Repeat("x", 1000)
 	for _, user := range []string{"张三", "José 🙂", long} {
@@ -285,8 +284,8 @@ func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
 		needles := e.needles(tenant, user)
 		require.NotEmpty(t, e.rowsMentioning(tenant, needles))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		var res workflows.EraseSubjectResult
-		require.NoError(t, e.erase(workflows.EraseSubjectInput{TenantID: tenant, UserID: user, RequestedBy: "admin"}).Get(ctx, &res), "erase %.20q", user)
+		var res lifecycle.EraseSubjectResult
+		require.NoError(t, e.erase(lifecycle.EraseSubjectInput{TenantID: tenant, UserID: user, RequestedBy: "admin"}).Get(ctx, &res), "erase %.20q", user)
 		cancel()
 		assert.Equal(t, storage.ErasureDone, res.Status)
 		assert.Equal(t, map[string]int{"tombstones": 1}, e.rowsMentioning(tenant, needles), "%.20q", user)
@@ -296,6 +295,6 @@ func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
 			assert.Zero(t, n, "%.20q: %s", user, step)
 		}
 	}
-	assert.Equal(t, "erase/t/h-", workflows.EraseSubjectWorkflowID("t", "张三")[:len("erase/t/h-")])
-	assert.Equal(t, "erase/t/u1", workflows.EraseSubjectWorkflowID("t", "u1"), "ids that worked keep their workflow")
+	assert.Equal(t, "erase/t/h-", lifecycle.EraseSubjectWorkflowID("t", "张三")[:len("erase/t/h-")])
+	assert.Equal(t, "erase/t/u1", lifecycle.EraseSubjectWorkflowID("t", "u1"), "ids that worked keep their workflow")
 }

@@ -12,13 +12,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
 )
 
 // seedInquiries writes n EVENT facts "asked about order 12345" for a user, each with
@@ -57,9 +55,9 @@ func timeSkippingEnv(t *testing.T, st *storage.Store) *testsuite.TestWorkflowEnv
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(afterSleep)
-	env.RegisterWorkflowWithOptions(workflows.MaintenanceExpire, workflow.RegisterOptions{Name: workflows.MaintenanceExpireName})
-	env.RegisterWorkflowWithOptions(workflows.MaintenanceConsolidate, workflow.RegisterOptions{Name: workflows.MaintenanceConsolidateName})
-	env.RegisterActivity(&activities.MaintenanceActivities{Store: st, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim)})
+	env.RegisterWorkflowWithOptions(lifecycle.MaintenanceExpire, workflow.RegisterOptions{Name: lifecycle.MaintenanceExpireName})
+	env.RegisterWorkflowWithOptions(lifecycle.MaintenanceConsolidate, workflow.RegisterOptions{Name: lifecycle.MaintenanceConsolidateName})
+	env.RegisterActivity(&lifecycle.MaintenanceActivities{Store: st, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim)})
 	return env
 }
 
@@ -79,7 +77,7 @@ func TestExpiryTimeSkipping(t *testing.T) {
 
 	env := timeSkippingEnv(t, st)
 	env.SetStartTime(now.Add(time.Minute))
-	env.ExecuteWorkflow(afterSleep, time.Hour, workflows.MaintenanceExpireName, workflows.MaintenanceExpireInput{})
+	env.ExecuteWorkflow(afterSleep, time.Hour, lifecycle.MaintenanceExpireName, lifecycle.MaintenanceExpireInput{})
 	require.NoError(t, env.GetWorkflowError())
 	got, err := st.GetFact(ctx, "t1", f.ID)
 	require.NoError(t, err)
@@ -87,7 +85,7 @@ func TestExpiryTimeSkipping(t *testing.T) {
 
 	env = timeSkippingEnv(t, st)
 	env.SetStartTime(now.Add(time.Minute))
-	env.ExecuteWorkflow(afterSleep, 48*time.Hour, workflows.MaintenanceExpireName, workflows.MaintenanceExpireInput{})
+	env.ExecuteWorkflow(afterSleep, 48*time.Hour, lifecycle.MaintenanceExpireName, lifecycle.MaintenanceExpireInput{})
 	require.NoError(t, env.GetWorkflowError())
 	var out string
 	require.NoError(t, env.GetWorkflowResult(&out))
@@ -119,17 +117,17 @@ func TestConsolidationTimeSkipping(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 10, before["ACTIVE"])
 
-	in := workflows.MaintenanceConsolidateInput{MinFacts: 5, MinAge: 24 * time.Hour}
+	in := lifecycle.MaintenanceConsolidateInput{MinFacts: 5, MinAge: 24 * time.Hour}
 	env := timeSkippingEnv(t, st)
 	env.SetStartTime(start.Add(11 * time.Hour))
-	env.ExecuteWorkflow(afterSleep, time.Minute, workflows.MaintenanceConsolidateName, in)
+	env.ExecuteWorkflow(afterSleep, time.Minute, lifecycle.MaintenanceConsolidateName, in)
 	require.NoError(t, env.GetWorkflowError())
 	c, _ := st.FactCounts(ctx, "t1", "u1")
 	assert.Equal(t, 10, c["ACTIVE"], "younger than MinAge: nothing folded yet")
 
 	env = timeSkippingEnv(t, st)
 	env.SetStartTime(start.Add(11 * time.Hour))
-	env.ExecuteWorkflow(afterSleep, 72*time.Hour, workflows.MaintenanceConsolidateName, in)
+	env.ExecuteWorkflow(afterSleep, 72*time.Hour, lifecycle.MaintenanceConsolidateName, in)
 	require.NoError(t, env.GetWorkflowError())
 
 	after, err := st.FactCounts(ctx, "t1", "u1")
@@ -162,7 +160,7 @@ func TestConsolidationTimeSkipping(t *testing.T) {
 	more, moreEv := seedInquiries(t, st, "t1", "u1", 5, start.Add(20*time.Hour))
 	env = timeSkippingEnv(t, st)
 	env.SetStartTime(start.Add(30 * time.Hour))
-	env.ExecuteWorkflow(afterSleep, 72*time.Hour, workflows.MaintenanceConsolidateName, in)
+	env.ExecuteWorkflow(afterSleep, 72*time.Hour, lifecycle.MaintenanceConsolidateName, in)
 	require.NoError(t, env.GetWorkflowError())
 	sums, err = st.ListFacts(ctx, "t1", storage.FactFilter{UserID: "u1", Statuses: []memory.FactStatus{memory.FactActive}})
 	require.NoError(t, err)
@@ -185,7 +183,7 @@ func countWhere(t *testing.T, st *storage.Store, table, where string, args ...an
 // them runs expiry and consolidation through a real worker.
 func TestMaintenanceSchedulesForReal(t *testing.T) {
 	e := newEnv(t)
-	e.inProcessWorker(maintenance.Deps{})
+	e.inProcessWorker(lifecycle.Deps{})
 	ctx := context.Background()
 	past := time.Now().UTC().Add(-time.Hour)
 	from := past.Add(-time.Hour)
@@ -194,17 +192,17 @@ func TestMaintenanceSchedulesForReal(t *testing.T) {
 	require.NoError(t, err)
 	seedInquiries(t, e.st, "t1", "u1", 6, time.Now().UTC().Add(-48*time.Hour))
 
-	cfg := maintenance.DefaultConfig(e.queue)
+	cfg := lifecycle.DefaultConfig(e.queue)
 	cfg.Prefix = "test-" + testenv.RandomID(8)
 	cfg.ExpiryEvery, cfg.ConsolidateEvery, cfg.DecayEvery, cfg.SchemaReportEvery = time.Hour, time.Hour, time.Hour, 0
 	t.Cleanup(func() {
-		for _, n := range maintenance.ScheduleNames {
+		for _, n := range lifecycle.ScheduleNames {
 			_ = e.c.ScheduleClient().GetHandle(context.Background(), cfg.ScheduleID(n)).Delete(context.Background())
 		}
 	})
-	require.NoError(t, maintenance.EnsureSchedules(ctx, e.c, cfg))
+	require.NoError(t, lifecycle.EnsureSchedules(ctx, e.c, cfg))
 	cfg.ExpiryEvery = 30 * time.Minute
-	require.NoError(t, maintenance.EnsureSchedules(ctx, e.c, cfg), "a second call updates instead of failing")
+	require.NoError(t, lifecycle.EnsureSchedules(ctx, e.c, cfg), "a second call updates instead of failing")
 	d, err := e.c.ScheduleClient().GetHandle(ctx, cfg.ScheduleID("expiry")).Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Minute, d.Schedule.Spec.Intervals[0].Every)

@@ -13,13 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/maintenance"
+	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/privacy"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 func key32(t *testing.T) []byte {
@@ -133,8 +132,8 @@ func TestRotateDataKeys(t *testing.T) {
 	r2, err := privacy.NewKeyring("k2", map[string][]byte{"k1": k1, "k2": k2})
 	require.NoError(t, err)
 	require.NoError(t, e.st.SetProtection(storage.Protection{Redactor: privacy.NewRedactor(), KeepOriginal: true, Keyring: r2}))
-	e.inProcessWorker(maintenance.Deps{})
-	run, err := e.c.ExecuteWorkflow(ctx, rotateOptions(e.queue), workflows.RotateDataKeysName, activities.RotateInput{IncludeClear: true, Batch: 2})
+	e.inProcessWorker(lifecycle.Deps{})
+	run, err := e.c.ExecuteWorkflow(ctx, rotateOptions(e.queue), lifecycle.RotateDataKeysName, lifecycle.RotateInput{IncludeClear: true, Batch: 2})
 	require.NoError(t, err)
 	var res map[string]int
 	require.NoError(t, run.Get(ctx, &res))
@@ -188,7 +187,7 @@ func TestAccessLogAndSchemaSuggestions(t *testing.T) {
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
 		attrs, _ := json.Marshal(map[string]any{"courier": []string{"SF Express", "JD", "EMS"}[i]})
-		require.NoError(t, storage.UpsertCandidate(ctx, st.DB(), "t1", &storage.Candidate{ID: activities.CandidateID(ev.ID, i), EventID: ev.ID, MemoryType: memory.TypeEvent, Scope: memory.ScopeUser, UserID: "u1",
+		require.NoError(t, storage.UpsertCandidate(ctx, st.DB(), "t1", &storage.Candidate{ID: write.CandidateID(ev.ID, i), EventID: ev.ID, MemoryType: memory.TypeEvent, Scope: memory.ScopeUser, UserID: "u1",
 			Predicate: "order_not_received", EntityType: "Order", EntityID: "12345", Attributes: attrs, Confidence: 0.9, Origin: memory.OriginStated, SchemaName: "customer_service"}))
 	}
 	for i := 0; i < 2; i++ {
@@ -196,15 +195,15 @@ func TestAccessLogAndSchemaSuggestions(t *testing.T) {
 			Status: "UNPARSED", StatusReason: `extraction did not validate after 3 attempts: candidates[0].predicate: unknown "refund_request" (allowed: …)`})
 		require.NoError(t, err)
 	}
-	sugg, err := maintenance.SuggestSchemaChanges(ctx, st, nil, "t1", base.Add(-time.Hour*24*365*10), 2)
+	sugg, err := lifecycle.SuggestSchemaChanges(ctx, st, nil, "t1", base.Add(-time.Hour*24*365*10), 2)
 	require.NoError(t, err)
 	t.Logf("suggestions: %+v", sugg)
 	require.Len(t, sugg, 2)
-	assert.Equal(t, activities.SchemaSuggestion{Schema: "customer_service", Kind: "attribute", Predicate: "order_not_received", Attribute: "courier", Count: 3, Examples: []string{"EMS", "JD", "SF Express"}}, sugg[0])
+	assert.Equal(t, lifecycle.SchemaSuggestion{Schema: "customer_service", Kind: "attribute", Predicate: "order_not_received", Attribute: "courier", Count: 3, Examples: []string{"EMS", "JD", "SF Express"}}, sugg[0])
 	assert.Equal(t, "refund_request", sugg[1].Predicate)
 	assert.Equal(t, 2, sugg[1].Count)
 }
 
 func rotateOptions(queue string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{ID: workflows.RotateDataKeysWorkflowID + "-" + testenv.RandomID(6), TaskQueue: queue}
+	return client.StartWorkflowOptions{ID: lifecycle.RotateDataKeysWorkflowID + "-" + testenv.RandomID(6), TaskQueue: queue}
 }

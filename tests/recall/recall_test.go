@@ -18,16 +18,15 @@ import (
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 type env struct {
@@ -35,7 +34,7 @@ type env struct {
 	st    *storage.Store
 	c     client.Client
 	queue string
-	acts  *activities.MemoryActivities
+	acts  *write.MemoryActivities
 	eng   *recall.Engine
 }
 
@@ -45,11 +44,11 @@ func newEnv(t *testing.T) *env {
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
 	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	acts := &activities.MemoryActivities{
+	acts := &write.MemoryActivities{
 		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: emb,
-		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	}
-	worker.RegisterMemory(w, acts)
+	write.Register(w, acts)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogSync})
@@ -66,21 +65,21 @@ type ev struct {
 
 // write ingests one message through the MemoryWrite workflow, then records the
 // turn in the session's working memory as the workflow will.
-func (e *env) write(tenant string, x ev) workflows.MemoryWriteResult {
+func (e *env) write(tenant string, x ev) write.MemoryWriteResult {
 	e.t.Helper()
-	in := activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
+	in := write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
 		Content: x.text, OccurredAt: x.at, SessionID: x.session, TaskID: x.task}
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.MemoryWriteWorkflowID(tenant, in.IdempotencyKey), TaskQueue: e.queue,
+		ID: write.MemoryWriteWorkflowID(tenant, in.IdempotencyKey), TaskQueue: e.queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.MemoryWriteWorkflowName, workflows.MemoryWriteInput{Event: in})
+	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: in})
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	require.NoError(e.t, run.Get(ctx, &res))
 	if x.session != "" {
-		_, err := e.acts.UpdateSession(ctx, activities.UpdateSessionInput{TenantID: tenant, SessionID: x.session, UserID: x.user,
+		_, err := e.acts.UpdateSession(ctx, write.UpdateSessionInput{TenantID: tenant, SessionID: x.session, UserID: x.user,
 			Turn: storage.Turn{EvidenceID: res.EvidenceID, Speaker: "USER:" + x.user, Text: x.text, At: x.at}})
 		require.NoError(e.t, err)
 	}
@@ -370,7 +369,7 @@ func TestWorkingMemory(t *testing.T) {
 	assert.Contains(t, sess.Recent[0].Text, "turn 2:")
 
 	// Retrying an update changes nothing.
-	res, err := e.acts.UpdateSession(ctx, activities.UpdateSessionInput{TenantID: "t1", SessionID: "s1", UserID: "u1", Turn: sess.Recent[5]})
+	res, err := e.acts.UpdateSession(ctx, write.UpdateSessionInput{TenantID: "t1", SessionID: "s1", UserID: "u1", Turn: sess.Recent[5]})
 	require.NoError(t, err)
 	assert.False(t, res.Appended)
 

@@ -19,15 +19,14 @@ import (
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 // benchSentence is one kind of event of the mix; i varies amounts and ids.
@@ -58,9 +57,9 @@ func BenchmarkWritePath(b *testing.B) {
 	c := testenv.Temporal(b)
 	q := testenv.TaskQueue(b)
 	w := tworker.New(c, q, tworker.Options{})
-	worker.RegisterMemory(w, &activities.MemoryActivities{
+	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
@@ -116,7 +115,7 @@ func BenchmarkWritePath(b *testing.B) {
 func benchWrite(c client.Client, queue, tenant, prefix string, i int) (time.Duration, error) {
 	s := benchMix[i%len(benchMix)]
 	user := fmt.Sprintf("%s-u%d", prefix, i/len(benchMix))
-	ev := activities.IngestEvent{
+	ev := write.IngestEvent{
 		TenantID: tenant, IdempotencyKey: fmt.Sprintf("%s-%d", prefix, i), UserID: user, SessionID: "s-" + user,
 		Schema: s.schema, Content: s.text(i), OccurredAt: base.Add(time.Duration(i) * time.Minute),
 	}
@@ -127,17 +126,17 @@ func benchWrite(c client.Client, queue, tenant, prefix string, i int) (time.Dura
 	defer cancel()
 	t0 := time.Now()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: queue,
-	}, workflows.MemoryWriteWorkflowName, workflows.MemoryWriteInput{Event: ev, ReviewTimeout: 5 * time.Second})
+		ID: write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: queue,
+	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: 5 * time.Second})
 	if err != nil {
 		return 0, err
 	}
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	if err := run.Get(ctx, &res); err != nil {
 		return 0, err
 	}
 	d := time.Since(t0)
-	if res.Status != workflows.WriteCommitted || len(res.Results) == 0 {
+	if res.Status != write.WriteCommitted || len(res.Results) == 0 {
 		return d, fmt.Errorf("%q: status %s (%s)", ev.Content, res.Status, res.Reason)
 	}
 	for _, r := range res.Results {

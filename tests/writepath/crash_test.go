@@ -24,7 +24,7 @@ import (
 	"github.com/engramhq/engram/internal/fakeopenai"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 // buildEngram builds ./cmd/engram into the test's temp dir (Go's build cache makes
@@ -146,10 +146,10 @@ func workflowTaskIdentities(h []*historypb.HistoryEvent) map[string]bool {
 
 // checkOneWrite asserts that a crashed and resumed write left exactly one event, one
 // candidate row, one fact revision and one evidence link.
-func (e *env) checkOneWrite(tenant string, res workflows.MemoryWriteResult) {
+func (e *env) checkOneWrite(tenant string, res write.MemoryWriteResult) {
 	t := e.t
 	t.Helper()
-	require.Equal(t, workflows.WriteCommitted, res.Status, res.Reason)
+	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	require.Len(t, res.Results, 1)
 	assert.Equal(t, memory.CandidateAccepted, res.Results[0].Status)
 	key := res.Results[0].MemoryKey
@@ -178,7 +178,7 @@ func TestCrashBetweenGovernAndCommit(t *testing.T) {
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
 	w1 := startWorkerProcess(t, bin, dbURL, e.queue)
 
-	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
+	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
 	eventually(t, 30*time.Second, "Govern completed and the pause timer started", func() bool {
 		h := history(t, e.c, run.GetID(), run.GetRunID())
 		return activitySummary(h, "Govern").completed == 1 && timerStarted(h)
@@ -192,7 +192,7 @@ func TestCrashBetweenGovernAndCommit(t *testing.T) {
 	startWorkerProcess(t, bin, dbURL, e.queue)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	require.NoError(t, run.Get(ctx, &res))
 	e.checkOneWrite("t1", res)
 
@@ -220,7 +220,7 @@ func TestCrashDuringExtract(t *testing.T) {
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
 	w1 := startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
 
-	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
 	eventually(t, 30*time.Second, "the first worker's LLM call", func() bool { return fake.ChatCalls() >= 1 })
 	w1.kill()
 	killedAt := time.Now()
@@ -230,7 +230,7 @@ func TestCrashDuringExtract(t *testing.T) {
 	startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	require.NoError(t, run.Get(ctx, &res))
 	t.Logf("write completed %s after the kill", time.Since(killedAt).Round(time.Second))
 	e.checkOneWrite("t1", res)

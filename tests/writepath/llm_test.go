@@ -26,7 +26,7 @@ import (
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 // llmTimeout is the extractor's per-call timeout in these tests: short, so a slow
@@ -212,9 +212,9 @@ func localActivities(h []*historypb.HistoryEvent) int {
 func TestLLMSeedOrderNeverArrived(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
 	r1 := e.write(event("t1", "u1", "customer_service", textOrder, base))
-	require.Equal(t, workflows.WriteCommitted, r1.Status, r1.Reason)
+	require.Equal(t, write.WriteCommitted, r1.Status, r1.Reason)
 	r2 := e.write(event("t1", "u1", "customer_service", textInquiry, base.Add(24*time.Hour)))
-	require.Equal(t, workflows.WriteCommitted, r2.Status, r2.Reason)
+	require.Equal(t, write.WriteCommitted, r2.Status, r2.Reason)
 
 	ctx := context.Background()
 	order, err := e.st.GetEntity(ctx, "t1", "Order", "12345")
@@ -256,10 +256,10 @@ func TestLLMSeedOrderNeverArrived(t *testing.T) {
 
 func TestLLMSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget, base)).Status)
+	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget, base)).Status)
 	ev := event("t1", "u1", "travel", textTrip, base.Add(48*time.Hour))
 	ev.TaskID = "trip-1"
-	require.Equal(t, workflows.WriteCommitted, e.write(ev).Status)
+	require.Equal(t, write.WriteCommitted, e.write(ev).Status)
 	reqs := e.chatFor(textTrip)
 	require.Len(t, reqs, 1)
 	assert.Contains(t, reqs[0].UserText(), "Current task: trip-1")
@@ -280,7 +280,7 @@ func TestLLMSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 		require.Len(t, h, 1)
 		assert.NotEmpty(t, h[0].Reason)
 	}
-	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget9k, base.Add(72*time.Hour))).Status)
+	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget9k, base.Add(72*time.Hour))).Status)
 	h, err := e.st.FactHistory(context.Background(), "t1", user.MemoryKey)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
@@ -293,7 +293,7 @@ func TestLLMSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 func TestLLMSeedDirectFlightPreference(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
 	r := e.write(event("t1", "u1", "travel", textDirect, base))
-	require.Equal(t, workflows.WriteCommitted, r.Status)
+	require.Equal(t, write.WriteCommitted, r.Status)
 	assert.Equal(t, 1, r.Attempts)
 	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
 	require.NotNil(t, f)
@@ -319,7 +319,7 @@ func TestLLMCandidatesRecordTheExtractor(t *testing.T) {
 
 func TestLLMInferredPreferenceNeedsConfirmation(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textInferred, base)})
+	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textInferred, base)})
 	p := pendingOf(t, e.c, run)
 	require.Len(t, p, 1)
 	assert.Equal(t, "INFERRED", p[0].Origin)
@@ -328,8 +328,8 @@ func TestLLMInferredPreferenceNeedsConfirmation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, memory.CandidateNeedsConfirmation, c.Status)
 	assert.Nil(t, find(e.active("t1", "u1"), "seat", memory.ScopeUser), "nothing is active before the review")
-	require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.SignalReview,
-		workflows.ReviewRequest{CandidateID: p[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}))
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.SignalReview,
+		write.ReviewRequest{CandidateID: p[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}))
 	res := e.wait(run)
 	require.Len(t, res.Results, 1)
 	assert.Equal(t, memory.CandidateAccepted, res.Results[0].Status)
@@ -373,9 +373,9 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 		fakeopenai.Raw(brokenJSON), fakeopenai.Raw(invalidEnum), answer(t, "travel", directFlights()),
 	}}}})
 	ev := event("t1", "u1", "travel", textDirect, base)
-	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	run := e.start(write.MemoryWriteInput{Event: ev})
 	res := e.wait(run)
-	require.Equal(t, workflows.WriteCommitted, res.Status, res.Reason)
+	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	assert.Equal(t, 3, res.Attempts)
 	require.Len(t, res.Results, 1)
 	assert.Equal(t, memory.CandidateAccepted, res.Results[0].Status)
@@ -410,9 +410,9 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 func TestLLMBrokenEveryTimeIsUnparsed(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Default: fakeopenai.Raw("Sure! Here are the memories: direct flights.")})
 	ev := event("t1", "u1", "travel", textDirect, base)
-	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	run := e.start(write.MemoryWriteInput{Event: ev})
 	res := e.wait(run)
-	require.Equal(t, workflows.WriteUnparsed, res.Status)
+	require.Equal(t, write.WriteUnparsed, res.Status)
 	assert.Equal(t, 3, res.Attempts)
 	assert.Contains(t, res.Reason, "did not validate after 3 attempts")
 	assert.Empty(t, res.Results)
@@ -439,9 +439,9 @@ func TestLLMTransientErrorsAreRetriedByTheActivity(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Rules: []fakeopenai.Rule{{Contains: said(textDirect), Responses: []fakeopenai.Response{
 		fakeopenai.RateLimited(time.Second), fakeopenai.Status(http.StatusInternalServerError), answer(t, "travel", directFlights()),
 	}}}})
-	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
 	res := e.wait(run)
-	require.Equal(t, workflows.WriteCommitted, res.Status, res.Reason)
+	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	assert.Equal(t, 1, res.Attempts, "one extraction; the activity retried the calls")
 	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1'"))
 	assert.NotNil(t, find(e.active("t1", "u1"), "flight_type", memory.ScopeUser))
@@ -460,9 +460,9 @@ func TestLLMTimeoutIsRetried(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Rules: []fakeopenai.Rule{{Contains: said(textDirect), Responses: []fakeopenai.Response{
 		fakeopenai.Delayed(3*llmTimeout, answer(t, "travel", directFlights())), answer(t, "travel", directFlights()),
 	}}}})
-	run := e.start(workflows.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
 	res := e.wait(run)
-	require.Equal(t, workflows.WriteCommitted, res.Status, res.Reason)
+	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	assert.Equal(t, 1, res.Attempts)
 	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1'"))
 	assert.Equal(t, 1, e.count("candidates", "tenant_id = 't1'"))
@@ -477,12 +477,12 @@ func TestLLMTimeoutIsRetried(t *testing.T) {
 func TestLLMConcurrentUsers(t *testing.T) {
 	users := []string{"ua", "ub", "uc", "ud"}
 	e := newLLMEnv(t, seedScript(t, "ignored"))
-	done := make(chan workflows.MemoryWriteResult, len(users)*2)
+	done := make(chan write.MemoryWriteResult, len(users)*2)
 	for _, u := range users {
 		for i, text := range []string{textBudget, textDirect} {
-			run := e.start(workflows.MemoryWriteInput{Event: event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Minute))})
+			run := e.start(write.MemoryWriteInput{Event: event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Minute))})
 			go func() {
-				var res workflows.MemoryWriteResult
+				var res write.MemoryWriteResult
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
 				_ = run.Get(ctx, &res)
@@ -491,7 +491,7 @@ func TestLLMConcurrentUsers(t *testing.T) {
 		}
 	}
 	for range len(users) * 2 {
-		assert.Equal(t, workflows.WriteCommitted, (<-done).Status)
+		assert.Equal(t, write.WriteCommitted, (<-done).Status)
 	}
 	for _, u := range users {
 		fs := e.active("t1", u)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
@@ -16,8 +15,7 @@ import (
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 const petsSchema = `
@@ -49,9 +47,9 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
-	worker.RegisterMemory(w, &activities.MemoryActivities{
+	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: activities.StoredSchemas(st), Gov: governance.DefaultConfig(),
+		Schemas: schema.Stored(st.LookupSchema), Gov: governance.DefaultConfig(),
 	})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
@@ -62,7 +60,7 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	}
 
 	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
-	require.Equal(t, workflows.WriteCommitted, r.Status, r.Reason)
+	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
 	f := find(e.active("t1", "u1"), "pet_name", memory.ScopeUser)
 	require.NotNil(t, f)
 	assert.Equal(t, "年糕", f.Object)
@@ -72,7 +70,7 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 		"candidates carry the bare name and version, so the schema report groups them")
 
 	// Tenant t2 has no schema "pets": the write is refused as bad input, nothing stored.
-	err = e.start(workflows.MemoryWriteInput{Event: event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
+	err = e.start(write.MemoryWriteInput{Event: event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pets")
 	assert.Equal(t, 0, e.count("events", "tenant_id = 't2'"))

@@ -17,15 +17,14 @@ import (
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/activities"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
-	"github.com/engramhq/engram/workflows"
+	"github.com/engramhq/engram/write"
 )
 
 type env struct {
@@ -40,9 +39,9 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
-	worker.RegisterMemory(w, &activities.MemoryActivities{
+	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: ex, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: activities.BuiltinSchemas, Gov: governance.DefaultConfig(),
+		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
@@ -51,31 +50,31 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) activities.IngestEvent {
-	return activities.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
+func event(tenant, user, schemaName, text string, at time.Time) write.IngestEvent {
+	return write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
 }
 
-func (e *env) start(in workflows.MemoryWriteInput) client.WorkflowRun {
+func (e *env) start(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
+		ID: write.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, workflows.MemoryWriteWorkflowName, in)
+	}, write.MemoryWriteWorkflowName, in)
 	require.NoError(e.t, err)
 	return run
 }
 
-func (e *env) write(ev activities.IngestEvent) workflows.MemoryWriteResult {
+func (e *env) write(ev write.IngestEvent) write.MemoryWriteResult {
 	e.t.Helper()
-	return e.wait(e.start(workflows.MemoryWriteInput{Event: ev}))
+	return e.wait(e.start(write.MemoryWriteInput{Event: ev}))
 }
 
-func (e *env) wait(run client.WorkflowRun) workflows.MemoryWriteResult {
+func (e *env) wait(run client.WorkflowRun) write.MemoryWriteResult {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var res workflows.MemoryWriteResult
+	var res write.MemoryWriteResult
 	require.NoError(e.t, run.Get(ctx, &res))
 	return res
 }
@@ -107,9 +106,9 @@ func (e *env) count(table, where string, args ...any) int {
 func TestSeedOrderNeverArrived(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
 	r1 := e.write(event("t1", "u1", "customer_service", "我的订单12345没收到", base))
-	require.Equal(t, workflows.WriteCommitted, r1.Status)
+	require.Equal(t, write.WriteCommitted, r1.Status)
 	r2 := e.write(event("t1", "u1", "customer_service", "我那个没到的订单怎么样了", base.Add(24*time.Hour)))
-	require.Equal(t, workflows.WriteCommitted, r2.Status)
+	require.Equal(t, write.WriteCommitted, r2.Status)
 
 	ctx := context.Background()
 	order, err := e.st.GetEntity(ctx, "t1", "Order", "12345")
@@ -138,10 +137,10 @@ func TestSeedOrderNeverArrived(t *testing.T) {
 // Seed: a user-level budget of 8000, then this trip's budget 10000.
 func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "预算不超过8000元", base)).Status)
+	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "预算不超过8000元", base)).Status)
 	ev := event("t1", "u1", "travel", "这次旅行预算调整到10000元", base.Add(48*time.Hour))
 	ev.TaskID = "trip-1"
-	require.Equal(t, workflows.WriteCommitted, e.write(ev).Status)
+	require.Equal(t, write.WriteCommitted, e.write(ev).Status)
 
 	fs := e.active("t1", "u1")
 	user := find(fs, "budget", memory.ScopeUser)
@@ -160,7 +159,7 @@ func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 		assert.NotEmpty(t, h[0].Reason)
 	}
 	// A later user-level change supersedes the user fact only.
-	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "以后预算不超过9000元", base.Add(72*time.Hour))).Status)
+	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "以后预算不超过9000元", base.Add(72*time.Hour))).Status)
 	h, err := e.st.FactHistory(context.Background(), "t1", user.MemoryKey)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
@@ -173,7 +172,7 @@ func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 // Seed: "from now on I'd rather fly direct" → a USER-scope PREFERENCE, STATED, ACTIVE.
 func TestSeedDirectFlightPreference(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	require.Equal(t, workflows.WriteCommitted, e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base)).Status)
+	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base)).Status)
 	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
 	require.NotNil(t, f)
 	assert.Equal(t, memory.TypePreference, f.MemoryType)
@@ -205,7 +204,7 @@ func TestSameIdempotencyKeyIsOneEventOneRun(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			run := e.start(workflows.MemoryWriteInput{Event: ev})
+			run := e.start(write.MemoryWriteInput{Event: ev})
 			runIDs[i] = run.GetRunID()
 			e.wait(run)
 		}(i)
@@ -216,18 +215,18 @@ func TestSameIdempotencyKeyIsOneEventOneRun(t *testing.T) {
 	}
 	// Once finished, the same key again starts nothing new: the caller gets the
 	// finished run back.
-	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	run := e.start(write.MemoryWriteInput{Event: ev})
 	assert.Equal(t, runIDs[0], run.GetRunID())
 	e.wait(run)
 	assert.Equal(t, 1, e.count("events", "tenant_id = 't1'"))
 	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1'"))
 }
 
-func pendingOf(t *testing.T, c client.Client, run client.WorkflowRun) []workflows.PendingCandidate {
+func pendingOf(t *testing.T, c client.Client, run client.WorkflowRun) []write.PendingCandidate {
 	t.Helper()
-	var out []workflows.PendingCandidate
+	var out []write.PendingCandidate
 	require.Eventually(t, func() bool {
-		v, err := c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.QueryPending)
+		v, err := c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.QueryPending)
 		if err != nil {
 			return false
 		}
@@ -247,28 +246,28 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 		active bool
 	}{
 		{"signal confirm", func(run client.WorkflowRun, id string) {
-			require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.SignalReview,
-				workflows.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}))
+			require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.SignalReview,
+				write.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}))
 		}, memory.CandidateAccepted, true},
 		{"update reject", func(run client.WorkflowRun, id string) {
 			// An update for an unknown candidate is refused and changes nothing.
-			h, err := e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.UpdateReview,
+			h, err := e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: write.UpdateReview,
 				WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args:         []any{workflows.ReviewRequest{CandidateID: "nope", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "bob"}}}})
+				Args:         []any{write.ReviewRequest{CandidateID: "nope", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "bob"}}}})
 			if err == nil {
 				err = h.Get(context.Background(), nil)
 			}
 			require.ErrorContains(t, err, "candidate_id")
-			h, err = e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: workflows.UpdateReview,
+			h, err = e.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(), UpdateName: write.UpdateReview,
 				WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args:         []any{workflows.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictReject, Reviewer: "bob", Note: "not sure"}}}})
+				Args:         []any{write.ReviewRequest{CandidateID: id, Verdict: governance.Verdict{Kind: governance.VerdictReject, Reviewer: "bob", Note: "not sure"}}}})
 			require.NoError(t, err)
 			require.NoError(t, h.Get(context.Background(), nil))
 		}, memory.CandidateRejected, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			user := "u-" + testenv.RandomID(6)
-			run := e.start(workflows.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base)})
+			run := e.start(write.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base)})
 			p := pendingOf(t, e.c, run)
 			require.Len(t, p, 1)
 			assert.Equal(t, "INFERRED", p[0].Origin)
@@ -289,7 +288,7 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 	}
 	t.Run("real timeout applies the schema default", func(t *testing.T) {
 		user := "u-" + testenv.RandomID(6)
-		run := e.start(workflows.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base), ReviewTimeout: 2 * time.Second})
+		run := e.start(write.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base), ReviewTimeout: 2 * time.Second})
 		p := pendingOf(t, e.c, run)
 		res := e.wait(run)
 		require.Len(t, res.Results, 1)
@@ -314,16 +313,16 @@ func TestRetractionInvalidates(t *testing.T) {
 
 func TestBatchIngest(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	var evs []activities.IngestEvent
+	var evs []write.IngestEvent
 	for i, text := range []string{"预算不超过8000元", "我以后尽量都坐直飞", "以后预算不超过9000元"} {
 		for _, u := range []string{"ua", "ub"} {
 			evs = append(evs, event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
 		}
 	}
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "batch-" + testenv.RandomID(8), TaskQueue: e.queue},
-		workflows.MemoryWriteBatchName, workflows.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
+		write.MemoryWriteBatchName, write.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
 	require.NoError(t, err)
-	var res workflows.MemoryWriteBatchResult
+	var res write.MemoryWriteBatchResult
 	require.NoError(t, run.Get(context.Background(), &res))
 	assert.Equal(t, 6, res.Committed)
 	for _, u := range []string{"ua", "ub"} {
@@ -349,11 +348,11 @@ func TestTenantsDoNotShareMemory(t *testing.T) {
 func TestBadInputFailsWithoutWriting(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
 	ev := event("t1", "", "travel", "预算不超过8000元", base)
-	run := e.start(workflows.MemoryWriteInput{Event: ev})
+	run := e.start(write.MemoryWriteInput{Event: ev})
 	err := run.Get(context.Background(), nil)
 	require.ErrorContains(t, err, "user_id")
 	ev = event("t1", "u1", "no-such-schema", "预算不超过8000元", base)
-	err = e.start(workflows.MemoryWriteInput{Event: ev}).Get(context.Background(), nil)
+	err = e.start(write.MemoryWriteInput{Event: ev}).Get(context.Background(), nil)
 	require.Error(t, err)
 	assert.Contains(t, fmt.Sprint(err), "no-such-schema")
 	assert.Equal(t, 0, e.count("facts", "TRUE"))

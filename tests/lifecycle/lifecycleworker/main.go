@@ -1,6 +1,6 @@
 // Command lifecycleworker is `engram worker` without its background start
-// (worker.StartBackground would point the shared dev server's maintenance
-// schedules at the test's task queue): worker.New registers everything, including
+// (app.StartBackground would point the shared dev server's maintenance
+// schedules at the test's task queue): app.New registers everything, including
 // the life-cycle workflows. The lifecycle crash tests run it as a separate process
 // and SIGKILL it.
 package main
@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/worker"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	w, err := worker.New(c, cfg, st, log)
+	w, err := app.New(c, cfg, st, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,215 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
+)
+
+// KeywordEraser removes a subject's documents from an external keyword index
+// (Typesense). The Postgres full-text index lives in the rows and goes with them.
+// userID empty means the whole tenant. It must be idempotent.
+type KeywordEraser interface {
+	EraseSubject(ctx context.Context, tenantID, userID string) (int64, error)
+}
+
+// EraseActivities are the steps of the EraseSubject workflow.
+type EraseActivities struct {
+	Store *storage.Store
+	// Temporal, when set, is used to delete the subject's workflow histories.
+	Temporal  client.Client
+	Namespace string
+	// Keyword, when set, is the external keyword index to erase from.
+	Keyword KeywordEraser
+}
+
+// EraseBeginInput opens an erasure.
+type EraseBeginInput struct {
+	Subject     storage.ErasureSubject `json:"subject"`
+	RequestedBy string                 `json:"requested_by"`
+	Reason      string                 `json:"reason"`
+	WorkflowID  string                 `json:"workflow_id"`
+}
+
+// BeginErasure records the RUNNING tombstone; from then on writes are refused.
+func (a *EraseActivities) BeginErasure(ctx context.Context, in EraseBeginInput) (storage.Tombstone, error) {
+	t, err := a.Store.BeginErasure(ctx, in.Subject, in.RequestedBy, in.Reason, in.WorkflowID)
+	if err != nil {
+		return storage.Tombstone{}, err
+	}
+	return *t, nil
+}
+
+// EraseStepInput names one step of an erasure.
+type EraseStepInput struct {
+	Subject   storage.ErasureSubject `json:"subject"`
+	Step      string                 `json:"step"`
+	BatchSize int                    `json:"batch_size,omitempty"`
+	// Throttle sleeps between batches. It exists for crash tests (kill the worker
+	// in the middle of a step); leave it zero.
+	Throttle time.Duration `json:"throttle,omitempty"`
+}
+
+// EraseStep deletes one step's rows in batches, heartbeating the running count, and
+// records the count on the tombstone. After a crash the retry continues from the
+// last heartbeat's count; the rows already deleted are simply not found again.
+func (a *EraseActivities) EraseStep(ctx context.Context, in EraseStepInput) (int64, error) {
+	var total int64
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &total)
+	}
+	for {
+		n, err := a.Store.EraseBatch(ctx, in.Subject, in.Step, in.BatchSize)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		activity.RecordHeartbeat(ctx, total)
+		if n == 0 {
+			break
+		}
+		if in.Throttle > 0 {
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(in.Throttle):
+			}
+		}
+	}
+	return total, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, total)
+}
+
+// EraseKeywordIndex removes the subject's documents from the external keyword index.
+func (a *EraseActivities) EraseKeywordIndex(ctx context.Context, in EraseStepInput) (int64, error) {
+	var n int64
+	if a.Keyword != nil {
+		var err error
+		if n, err = a.Keyword.EraseSubject(ctx, in.Subject.TenantID, in.Subject.UserID); err != nil {
+			return 0, fmt.Errorf("erase keyword index: %w", err)
+		}
+	}
+	return n, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, n)
+}
+
+// EraseTemporalInput names the subject whose workflow histories are deleted.
+type EraseTemporalInput struct {
+	Subject storage.ErasureSubject `json:"subject"`
+	Step    string                 `json:"step"`
+	// Skip is the erasure's own workflow id (never deleted by itself).
+	Skip string `json:"skip"`
+}
+
+// visibilityValue quotes a value for a visibility query.
+func visibilityValue(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// SubjectVisibilityQuery is the visibility query that finds a subject's workflows:
+// the write workflows of a user (EngramSubject), or everything of a tenant.
+func SubjectVisibilityQuery(subj storage.ErasureSubject) string {
+	if subj.UserID == "" {
+		return "EngramTenant = " + visibilityValue(subj.TenantID)
+	}
+	return "EngramSubject = " + visibilityValue(subj.UserID) + " AND EngramTenant = " + visibilityValue(subj.TenantID)
+}
+
+// EraseTemporal deletes the subject's workflow executions (running ones are
+// terminated by the server first): those the visibility query finds, the write
+// workflows named on their events and their task workflows. Deleting is
+// idempotent: an execution already gone is counted once and skipped.
+func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInput) (int64, error) {
+	if a.Temporal == nil {
+		return 0, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, 0)
+	}
+	ns := a.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	var total int64
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &total)
+	}
+	seen := map[string]bool{}
+	del := func(wfID, runID string) error {
+		key := wfID + "/" + runID
+		if wfID == "" || wfID == in.Skip || seen[key] {
+			return nil
+		}
+		seen[key] = true
+		_, err := a.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace: ns, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: wfID, RunId: runID},
+		})
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("delete workflow %s: %w", wfID, err)
+		}
+		total++
+		activity.RecordHeartbeat(ctx, total)
+		return nil
+	}
+	query := SubjectVisibilityQuery(in.Subject)
+	var token []byte
+	for {
+		resp, err := a.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: query, PageSize: 200, NextPageToken: token})
+		if err != nil {
+			return total, fmt.Errorf("list workflows (%s): %w", query, err)
+		}
+		for _, ex := range resp.Executions {
+			if err := del(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()); err != nil {
+				return total, err
+			}
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			break
+		}
+	}
+	// Postgres knows workflow ids visibility may not show yet.
+	wfs, err := a.Store.SubjectWorkflowIDs(ctx, in.Subject)
+	if err != nil {
+		return total, err
+	}
+	tasks, err := a.Store.SubjectTaskIDs(ctx, in.Subject)
+	if err != nil {
+		return total, err
+	}
+	for _, t := range tasks {
+		wfs = append(wfs, "task/"+memory.TemporalIDPart(in.Subject.TenantID)+"/"+memory.TemporalIDPart(t))
+	}
+	for _, id := range wfs {
+		// Only single-event writes and tasks belong to one subject; a batch
+		// (MemoryWriteBatch, any id) mixes users and is left to the namespace's
+		// retention (see privacy/README.md).
+		tp := memory.TemporalIDPart(in.Subject.TenantID)
+		if !strings.HasPrefix(id, "write/"+tp+"/") && !strings.HasPrefix(id, "task/"+tp+"/") {
+			continue
+		}
+		if err := del(id, ""); err != nil {
+			return total, err
+		}
+	}
+	return total, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, total)
+}
+
+// FinishErasure marks the tombstone DONE and returns it.
+func (a *EraseActivities) FinishErasure(ctx context.Context, subj storage.ErasureSubject) (storage.Tombstone, error) {
+	t, err := a.Store.FinishErasure(ctx, subj)
+	if err != nil {
+		return storage.Tombstone{}, err
+	}
+	return *t, nil
+}

@@ -1,0 +1,41 @@
+// Package maintenance wires Engram's memory life cycle into a worker: the erasure
+// workflow (right to be forgotten), key rotation, and the scheduled maintenance
+// workflows (expiry, decay and pruning, consolidation, schema report) with the
+// Temporal schedules that run them.
+package lifecycle
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+)
+
+// Deps are what the life-cycle activities need.
+type Deps struct {
+	Store *storage.Store
+	// Temporal deletes erased subjects' workflow histories; nil skips that step.
+	Temporal  client.Client
+	Namespace string
+	// Keyword is the external keyword index erasure removes documents from (the
+	// Typesense adapter); nil when only Postgres full-text is used.
+	Keyword KeywordEraser
+	// Summariser writes consolidated summaries; nil means the extractive one.
+	Summariser llm.Summariser
+	// Embedder indexes summary facts; nil leaves them without vectors.
+	Embedder embedding.Embedder
+	// Schemas resolves schemas for the schema report; nil means the built-ins.
+	Schemas schema.Source
+}
+
+// Register registers the erasure, key rotation and maintenance workflows and
+// their activities on w.
+func Register(w worker.Registry, d Deps) {
+	w.RegisterWorkflowWithOptions(EraseSubject, workflow.RegisterOptions{Name: EraseSubjectWorkflowName})
+	w.RegisterActivity(&EraseActivities{Store: d.Store, Temporal: d.Temporal, Namespace: d.Namespace, Keyword: d.Keyword})
+	registerMaintenance(w, d)
+}

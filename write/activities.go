@@ -1,0 +1,933 @@
+// Package activities holds the side-effecting steps Engram's workflows call: the
+// write path (record, extract, validate, govern, commit, index) and task actions.
+package write
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+)
+
+// Error types the write path raises; those retrying cannot fix are non-retryable.
+const (
+	ErrTypeIdempotencyConflict = "IdempotencyConflict"
+	ErrTypeExtractorRejected   = "ExtractorRejected"
+)
+
+// NonRetryable lists the error types retry policies must not retry.
+var NonRetryable = []string{memory.ErrTypeBadInput, ErrTypeIdempotencyConflict, memory.ErrTypeUnknownSchema, ErrTypeExtractorRejected}
+
+// MemoryActivities are the write path's steps; the struct holds their dependencies.
+type MemoryActivities struct {
+	Store     *storage.Store
+	Extractor llm.Extractor
+	Embedder  embedding.Embedder // nil: no vectors are written
+	Schemas   schema.Source
+	Gov       governance.Config
+	Logger    *slog.Logger
+}
+
+// IngestEvent is one event an agent sends.
+type IngestEvent struct {
+	TenantID       string          `json:"tenant_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	ActorType      string          `json:"actor_type"` // USER, AGENT, SYSTEM, TOOL
+	ActorID        string          `json:"actor_id,omitempty"`
+	UserID         string          `json:"user_id"`
+	DepartmentID   string          `json:"department_id,omitempty"`
+	AgentID        string          `json:"agent_id,omitempty"`
+	SessionID      string          `json:"session_id,omitempty"`
+	TaskID         string          `json:"task_id,omitempty"`
+	EventType      string          `json:"event_type"` // MESSAGE, TOOL_RESULT, SYSTEM_EVENT, DOCUMENT
+	Source         string          `json:"source,omitempty"`
+	Schema         string          `json:"schema"`
+	Content        string          `json:"content"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Locator        string          `json:"locator,omitempty"` // message or turn id
+	OccurredAt     time.Time       `json:"occurred_at"`
+}
+
+// MaxContentBytes bounds one event's text.
+const MaxContentBytes = 64 << 10
+
+// Validate checks an event before anything is written.
+func (e *IngestEvent) Validate() error {
+	if strings.TrimSpace(e.TenantID) == "" {
+		return memory.FieldError{Field: "tenant_id", Problem: "is empty"}
+	}
+	if strings.TrimSpace(e.IdempotencyKey) == "" {
+		return memory.FieldError{Field: "idempotency_key", Problem: "is empty"}
+	}
+	if strings.TrimSpace(e.UserID) == "" {
+		return memory.FieldError{Field: "user_id", Problem: "is empty: every event belongs to a user"}
+	}
+	if strings.TrimSpace(e.Content) == "" {
+		return memory.FieldError{Field: "content", Problem: "is empty"}
+	}
+	if len(e.Content) > MaxContentBytes {
+		return memory.FieldError{Field: "content", Problem: fmt.Sprintf("is %d bytes, the limit is %d", len(e.Content), MaxContentBytes)}
+	}
+	if e.OccurredAt.IsZero() {
+		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
+	}
+	if e.ActorType == "" {
+		e.ActorType = "USER"
+	}
+	if e.EventType == "" {
+		e.EventType = "MESSAGE"
+	}
+	if e.Schema == "" {
+		e.Schema = "general"
+	}
+	return nil
+}
+
+func badWriteInput(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
+}
+
+// RecordInput is the Record activity's input.
+type RecordInput struct {
+	Event      IngestEvent `json:"event"`
+	WorkflowID string      `json:"workflow_id"`
+}
+
+// RecordResult tells the workflow what was stored and what extractors need around it.
+type RecordResult struct {
+	EventID    string             `json:"event_id"`
+	EvidenceID string             `json:"evidence_id"`
+	Created    bool               `json:"created"`
+	Recent     []string           `json:"recent,omitempty"`
+	Known      []memory.EntityRef `json:"known,omitempty"`
+	// Stored is the evidence text as stored and indexed (after redaction), when it
+	// differs from the event's content.
+	Stored string `json:"stored,omitempty"`
+	// Schema is the schema reference the rest of the write uses ("travel@3" for a
+	// tenant's stored version, the built-in name otherwise).
+	Schema string `json:"schema,omitempty"`
+}
+
+// Text is what later steps should read: the stored (redacted) text when there is one.
+func (r RecordResult) Text(e IngestEvent) string {
+	if r.Stored != "" {
+		return r.Stored
+	}
+	return e.Content
+}
+
+var evidenceKind = map[string]string{"MESSAGE": "TURN", "TOOL_RESULT": "TOOL_RESULT", "SYSTEM_EVENT": "SYSTEM", "DOCUMENT": "DOCUMENT"}
+
+// Record stores the event and its evidence (idempotent) and gathers recent turns
+// and known entities for the extractor.
+func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordResult, error) {
+	e := in.Event
+	if err := e.Validate(); err != nil {
+		return RecordResult{}, badWriteInput(err)
+	}
+	pinned, err := a.pinSchema(ctx, e.TenantID, e.Schema)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if _, err := a.schemaFor(ctx, e.TenantID, pinned); err != nil {
+		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), memory.ErrTypeUnknownSchema, err)
+	}
+	if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
+		return RecordResult{}, err
+	}
+	// Redaction and sealing (when configured) happen before anything is stored: the
+	// keyword index and the vectors are built from the redacted clear text.
+	prot, err := a.Store.ProtectContent(e.Content)
+	if err != nil {
+		return RecordResult{}, fmt.Errorf("protect content: %w", err)
+	}
+	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, &storage.Event{
+		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
+		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
+		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: prot.EventContent,
+		Payload: e.Payload, Status: "PROCESSING", WorkflowID: in.WorkflowID, OccurredAt: e.OccurredAt.UTC(),
+	})
+	if errors.Is(err, storage.ErrIdempotencyConflict) {
+		return RecordResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIdempotencyConflict, err)
+	}
+	var fe memory.FieldError
+	if errors.As(err, &fe) {
+		return RecordResult{}, badWriteInput(err)
+	}
+	if err != nil {
+		return RecordResult{}, err
+	}
+	locator := e.Locator
+	if locator == "" {
+		locator = "event:" + ev.ID
+	}
+	// The turn is found by its own words and its speaker's name, and, at a fraction,
+	// by the turn before it in the conversation (a reply by the question it answers).
+	own := prot.Redacted
+	if sp := SpeakerOf(e); llm.SpeakerSubject(sp) != "user" {
+		own = sp + ": " + own
+	}
+	prev, err := a.previousTurn(ctx, e)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, &storage.Evidence{
+		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
+		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
+		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
+	}, storage.SearchText(own), storage.SearchText(prev))
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if prot.OriginalSealed != "" {
+		if err := a.Store.SetEvidenceOriginal(ctx, e.TenantID, evd.ID, prot); err != nil {
+			return RecordResult{}, err
+		}
+	}
+	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned}
+	if prot.Redacted != e.Content {
+		res.Stored = prot.Redacted
+	}
+	var recent []storage.Evidence
+	err = a.Store.DB().NewSelect().Model(&recent).Column("content", "key_id").
+		Where("tenant_id = ? AND user_id = ? AND id <> ? AND occurred_at <= ?", e.TenantID, e.UserID, evd.ID, e.OccurredAt.UTC()).
+		Order("occurred_at DESC").Limit(5).Scan(ctx)
+	if err != nil {
+		return res, fmt.Errorf("load recent turns: %w", err)
+	}
+	if err := a.Store.DecryptEvidence(recent); err != nil {
+		return res, err
+	}
+	for i := len(recent) - 1; i >= 0; i-- { // oldest first
+		res.Recent = append(res.Recent, recent[i].Content)
+	}
+	ents, err := a.Store.EntitiesOfUser(ctx, e.TenantID, e.UserID, 50)
+	if err != nil {
+		return res, fmt.Errorf("load known entities: %w", err)
+	}
+	for _, en := range ents {
+		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
+	}
+	return res, nil
+}
+
+// previousTurn is the clear text of the user's turn just before e (in e's session
+// when it has one), or "".
+func (a *MemoryActivities) previousTurn(ctx context.Context, e IngestEvent) (string, error) {
+	var prev []storage.Evidence
+	q := a.Store.DB().NewSelect().Model(&prev).Column("content", "key_id").
+		Where("tenant_id = ? AND user_id = ? AND occurred_at < ?", e.TenantID, e.UserID, e.OccurredAt.UTC())
+	if e.SessionID != "" {
+		q = q.Where("session_id = ?", e.SessionID)
+	}
+	if err := q.Order("occurred_at DESC").Limit(1).Scan(ctx); err != nil {
+		return "", fmt.Errorf("load the previous turn: %w", err)
+	}
+	if len(prev) == 0 {
+		return "", nil
+	}
+	if err := a.Store.DecryptEvidence(prev); err != nil {
+		return "", err
+	}
+	return prev[0].Content, nil
+}
+
+// SpeakerOf is who said an event: the person an actor id names when a user's event
+// was said by someone other than the user (a conversation between two people kept
+// under one user id), else the actor type ("USER", "AGENT", …).
+func SpeakerOf(e IngestEvent) string {
+	if (e.ActorType == "" || e.ActorType == "USER") && strings.TrimSpace(e.ActorID) != "" && e.ActorID != e.UserID {
+		return strings.TrimSpace(e.ActorID)
+	}
+	return e.ActorType
+}
+
+// speakerSubject makes what a named speaker said about "the user" a memory about the
+// speaker, whichever extractor proposed it: two people talking never blend into one
+// subject. Entity subjects ("Order:1") and collective ones are kept.
+func speakerSubject(c memory.Candidate, e IngestEvent) memory.Candidate {
+	name := llm.SpeakerSubject(SpeakerOf(e))
+	if name == "user" {
+		return c
+	}
+	if sub := strings.ToLower(strings.TrimSpace(c.Subject)); sub == "" || sub == "user" || sub == "speaker" || sub == strings.ToLower(name) {
+		c.Subject = name
+		if c.Content != "" && strings.HasPrefix(c.Content, "user ") {
+			c.Content = name + c.Content[len("user"):]
+		}
+	}
+	return c
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ExtractInput is the Extract activity's input.
+type ExtractInput struct {
+	Event IngestEvent `json:"event"`
+	// Text is what the extractor reads: the redacted text when redaction is on.
+	Text     string             `json:"text,omitempty"`
+	Recent   []string           `json:"recent,omitempty"`
+	Known    []memory.EntityRef `json:"known,omitempty"`
+	Feedback []string           `json:"feedback,omitempty"`
+}
+
+// Extract asks the configured extractor for candidates. Transient LLM failures are
+// retried by the activity's retry policy; a request the endpoint refuses is not.
+func (a *MemoryActivities) Extract(ctx context.Context, in ExtractInput) (llm.ExtractOutput, error) {
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
+	if err != nil {
+		return llm.ExtractOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
+	}
+	stop := heartbeatEvery(ctx, 3*time.Second)
+	defer stop()
+	out, err := a.Extractor.Extract(ctx, s, llm.ExtractInput{
+		Text: firstNonEmpty(in.Text, in.Event.Content), OccurredAt: in.Event.OccurredAt, Speaker: SpeakerOf(in.Event),
+		UserID: in.Event.UserID, DepartmentID: in.Event.DepartmentID, SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
+		Recent: in.Recent, Known: in.Known, Feedback: in.Feedback,
+	})
+	if err != nil {
+		var ce *llm.CallError
+		if errors.As(err, &ce) && !ce.Retryable {
+			return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeExtractorRejected, err)
+		}
+		if ce != nil && ce.RetryAfter > 0 {
+			// Honour the endpoint's Retry-After instead of our own backoff.
+			return out, temporal.NewApplicationErrorWithOptions(err.Error(), "ExtractorBusy", temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: ce.RetryAfter})
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+// heartbeatEvery records an activity heartbeat periodically until stop is called.
+// Outside an activity (unit tests calling the method directly) it does nothing.
+func heartbeatEvery(ctx context.Context, d time.Duration) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// ValidateInput is the Validate activity's input.
+type ValidateInput struct {
+	TenantID string `json:"tenant_id,omitempty"`
+	Schema   string `json:"schema"`
+	Raw      string `json:"raw"`
+}
+
+// ValidateResult holds the valid candidates or the errors to feed back.
+type ValidateResult struct {
+	Candidates []memory.Candidate `json:"candidates,omitempty"`
+	Errors     []string           `json:"errors,omitempty"`
+}
+
+// Validate checks the extractor's raw output against the schema.
+func (a *MemoryActivities) Validate(ctx context.Context, in ValidateInput) (ValidateResult, error) {
+	s, err := a.schemaFor(ctx, in.TenantID, in.Schema)
+	if err != nil {
+		return ValidateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
+	}
+	cands, errs := s.ParseCandidates([]byte(in.Raw))
+	if len(errs) > 0 {
+		out := ValidateResult{}
+		for _, e := range errs {
+			out.Errors = append(out.Errors, e.Error())
+		}
+		return out, nil
+	}
+	return ValidateResult{Candidates: cands}, nil
+}
+
+// GovernInput is the Govern activity's input.
+type GovernInput struct {
+	Event      IngestEvent        `json:"event"`
+	EventID    string             `json:"event_id"`
+	EvidenceID string             `json:"evidence_id"`
+	WorkflowID string             `json:"workflow_id"`
+	Candidates []memory.Candidate `json:"candidates"`
+}
+
+// Governed is one candidate with its key, scope and governance decision.
+type Governed struct {
+	CandidateID   string              `json:"candidate_id"`
+	Candidate     memory.Candidate    `json:"candidate"`
+	Proposal      governance.Proposal `json:"proposal"`
+	Decision      governance.Decision `json:"decision"`
+	ReviewDefault string              `json:"review_default"` // confirm or reject when a review times out
+}
+
+// GovernResult lists the governed candidates in extraction order.
+type GovernResult struct {
+	Items []Governed `json:"items"`
+}
+
+// candidateNS namespaces deterministic candidate ids.
+var candidateNS = uuid.MustParse("6f1c1f0e-8a53-4b8e-9a43-3f0f5e0d2c11")
+
+// CandidateID is deterministic, so a retried Govern or Commit touches the same row.
+func CandidateID(eventID string, index int) string {
+	return uuid.NewSHA1(candidateNS, []byte(fmt.Sprintf("%s/%d", eventID, index))).String()
+}
+
+func scopeRefFor(c memory.Candidate, e IngestEvent) memory.ScopeRef {
+	ref := memory.ScopeRef{Scope: c.Scope}
+	switch c.Scope {
+	case memory.ScopeDepartment:
+		ref.DepartmentID = e.DepartmentID
+	case memory.ScopeUser:
+		ref.UserID = e.UserID
+	case memory.ScopeAgent:
+		ref.AgentID = e.AgentID
+	case memory.ScopeSession:
+		ref.SessionID, ref.UserID = e.SessionID, e.UserID
+	case memory.ScopeTask:
+		ref.TaskID, ref.UserID = e.TaskID, e.UserID
+	}
+	return ref
+}
+
+func toExisting(f storage.Fact) governance.Existing {
+	return governance.Existing{
+		FactID: f.ID, MemoryKey: f.MemoryKey, Scope: f.ScopeRef(), Subject: f.Subject, Predicate: f.Predicate,
+		Object: f.Object, Status: f.Status, Revision: f.Revision, Confidence: f.Confidence,
+		ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil, ObservedAt: f.ObservedAt,
+	}
+}
+
+// loadExisting reads the revisions of the proposal's key and the broader-scope
+// facts of the same subject and predicate.
+func (a *MemoryActivities) loadExisting(ctx context.Context, db bun.IDB, tenantID, userID string, p governance.Proposal) ([]governance.Existing, error) {
+	revs, err := storage.Revisions(ctx, db, tenantID, p.MemoryKey)
+	if err != nil {
+		return nil, fmt.Errorf("load revisions: %w", err)
+	}
+	var out []governance.Existing
+	seen := map[string]bool{}
+	for _, f := range revs {
+		out = append(out, toExisting(f))
+		seen[f.ID] = true
+	}
+	others, err := storage.ActiveBySubjectPredicate(ctx, db, tenantID, userID, p.Candidate.Subject, p.Candidate.Predicate)
+	if err != nil {
+		return nil, fmt.Errorf("load facts of the same predicate: %w", err)
+	}
+	for _, f := range others {
+		if !seen[f.ID] {
+			out = append(out, toExisting(f))
+		}
+	}
+	return out, nil
+}
+
+// Govern decides each candidate against stored memory and records the candidates
+// (with their evidence links) so pending reviews are visible in Postgres.
+func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernResult, error) {
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
+	if err != nil {
+		return GovernResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
+	}
+	var res GovernResult
+	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		for i, c := range in.Candidates {
+			c = speakerSubject(c, in.Event)
+			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
+			ref := scopeRefFor(c, in.Event)
+			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC()}
+			if pred, ok := s.Predicate(c.Predicate); ok {
+				p.NeedsConfirmation, p.Sensitive = pred.NeedsConfirmation, pred.Sensitive
+				if pred.ReviewDefault != "" {
+					g.ReviewDefault = string(pred.ReviewDefault)
+				}
+			}
+			if err := ref.Validate(); err != nil {
+				// The scope the extractor chose needs an id this event lacks.
+				g.Proposal = p
+				g.Decision = governance.Decision{Status: memory.CandidateRejected, Action: governance.ActionNoop,
+					Reason: fmt.Sprintf("scope %s cannot be used for this event: %v", c.Scope, err)}
+			} else {
+				p.MemoryKey = s.MemoryKey(c, ref)
+				g.Proposal = p
+				existing, err := a.loadExisting(ctx, tx, in.Event.TenantID, in.Event.UserID, p)
+				if err != nil {
+					return err
+				}
+				g.Decision = governance.Decide(a.Gov, p, existing)
+			}
+			if err := storage.UpsertCandidate(ctx, tx, in.Event.TenantID, candidateRow(in, g, s)); err != nil {
+				return err
+			}
+			if err := storage.LinkCandidateEvidence(ctx, tx, in.Event.TenantID, g.CandidateID, in.EvidenceID, memory.RelSupport); err != nil {
+				return err
+			}
+			res.Items = append(res.Items, g)
+		}
+		status := "PROCESSING"
+		for _, it := range res.Items {
+			if it.Decision.Status == memory.CandidateNeedsConfirmation {
+				status = "PENDING_REVIEW"
+			}
+		}
+		_, err := tx.NewUpdate().Table("events").Set("status = ?", status).
+			Where("tenant_id = ? AND id = ? AND status <> 'COMMITTED'", in.Event.TenantID, in.EventID).Exec(ctx)
+		return err
+	})
+	return res, err
+}
+
+func candidateRow(in GovernInput, g Governed, sc *schema.Schema) *storage.Candidate {
+	c := g.Candidate
+	attrs, _ := json.Marshal(c.Attributes)
+	rels, _ := json.Marshal(c.Relations)
+	if c.Attributes == nil {
+		attrs = []byte("{}")
+	}
+	if c.Relations == nil {
+		rels = []byte("[]")
+	}
+	ref := g.Proposal.Scope
+	if ref.Scope == "" {
+		ref.Scope = c.Scope
+	}
+	// The row records the event's ids so a rejected candidate still says whose it was.
+	row := &storage.Candidate{
+		ID: g.CandidateID, EventID: in.EventID, WorkflowID: in.WorkflowID,
+		MemoryType: c.MemoryType, Scope: c.Scope,
+		DepartmentID: in.Event.DepartmentID, UserID: in.Event.UserID, AgentID: in.Event.AgentID,
+		SessionID: in.Event.SessionID, TaskID: in.Event.TaskID,
+		MemoryKey: g.Proposal.MemoryKey, Subject: c.Subject, Predicate: c.Predicate, Object: c.Object, Content: c.Content,
+		EntityType: c.EntityType, EntityID: c.EntityID, Attributes: attrs, Relations: rels,
+		Confidence: clamp01(c.Confidence), Origin: c.Origin, Retraction: c.Retraction,
+		Extractor: c.Extractor, ExtractorVersion: c.Version, SchemaName: sc.Name, SchemaVersion: sc.Version,
+		ValidFrom: c.ValidFrom, ValidUntil: c.ValidUntil,
+		Status: g.Decision.Status, Action: string(g.Decision.Action), Reason: g.Decision.Reason,
+	}
+	if row.Status == memory.CandidateAccepted {
+		row.Status = memory.CandidatePending // accepted by governance, not yet committed
+	}
+	if !row.Origin.Valid() {
+		row.Origin = memory.OriginStated
+	}
+	return row
+}
+
+func clamp01(f float64) float64 {
+	if f < 0 {
+		return 0
+	}
+	if f > 1 {
+		return 1
+	}
+	return f
+}
+
+// CommitInput is the Commit activity's input.
+type CommitInput struct {
+	Event      IngestEvent                   `json:"event"`
+	EventID    string                        `json:"event_id"`
+	EvidenceID string                        `json:"evidence_id"`
+	WorkflowID string                        `json:"workflow_id"`
+	Items      []Governed                    `json:"items"`
+	Verdicts   map[string]governance.Verdict `json:"verdicts,omitempty"` // by candidate id
+}
+
+// CommittedResult is the final outcome of one candidate.
+type CommittedResult struct {
+	CandidateID string                 `json:"candidate_id"`
+	Status      memory.CandidateStatus `json:"status"`
+	Action      string                 `json:"action"`
+	FactID      string                 `json:"fact_id,omitempty"`
+	MemoryKey   string                 `json:"memory_key,omitempty"`
+	Reason      string                 `json:"reason"`
+	Reviewer    string                 `json:"reviewer,omitempty"`
+}
+
+// CommitResult lists the outcomes and the facts to index.
+type CommitResult struct {
+	Results []CommittedResult `json:"results"`
+	FactIDs []string          `json:"fact_ids,omitempty"`
+}
+
+// Commit applies every decision in one transaction: fact revisions, evidence links,
+// entities and edges, candidate statuses, outbox rows and the event's status. It
+// re-decides under each key's lock, so concurrent writes of one key stay ordered,
+// and it is idempotent: once the event is COMMITTED a retry returns the stored outcome.
+func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitResult, error) {
+	tenant := in.Event.TenantID
+	var out CommitResult
+	s, err := a.schemaFor(ctx, in.Event.TenantID, in.Event.Schema)
+	if err != nil {
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
+	}
+	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var status string
+		if err := tx.NewSelect().Table("events").Column("status").
+			Where("tenant_id = ? AND id = ?", tenant, in.EventID).For("UPDATE").Scan(ctx, &status); err != nil {
+			return fmt.Errorf("lock event: %w", err)
+		}
+		// A candidate whose row is final was committed by an earlier attempt of this
+		// activity (or an earlier run): return what was stored instead of applying twice.
+		var stored []storage.Candidate
+		if err := tx.NewSelect().Model(&stored).Where("tenant_id = ? AND event_id = ?", tenant, in.EventID).Scan(ctx); err != nil {
+			return fmt.Errorf("load candidates: %w", err)
+		}
+		final := map[string]storage.Candidate{}
+		for _, r := range stored {
+			if r.Status == memory.CandidateAccepted || r.Status == memory.CandidateRejected || r.Status == memory.CandidateSuperseded {
+				final[r.ID] = r
+			}
+		}
+		var todo []Governed
+		for _, it := range in.Items {
+			if r, ok := final[it.CandidateID]; ok {
+				cr := CommittedResult{CandidateID: r.ID, Status: r.Status, Action: r.Action, MemoryKey: r.MemoryKey, Reason: r.Reason, Reviewer: r.Reviewer}
+				if r.FactID != nil {
+					cr.FactID = *r.FactID
+				}
+				out.Results = append(out.Results, cr)
+				continue
+			}
+			todo = append(todo, it)
+		}
+		in.Items = todo
+		// Keys are locked in sorted order so two commits never wait on each other in a cycle.
+		keys := []string{}
+		for _, it := range in.Items {
+			if it.Proposal.MemoryKey != "" {
+				keys = append(keys, it.Proposal.MemoryKey)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := storage.LockMemoryKey(ctx, tx, tenant, k); err != nil {
+				return err
+			}
+		}
+		for _, it := range in.Items {
+			r, factID, err := a.commitOne(ctx, tx, s, in, it)
+			if err != nil {
+				return fmt.Errorf("commit candidate %s: %w", it.CandidateID, err)
+			}
+			if factID != "" {
+				out.FactIDs = append(out.FactIDs, factID)
+			}
+			out.Results = append(out.Results, r)
+		}
+		// The event is COMMITTED once none of its candidates waits for a review.
+		_, err := tx.NewUpdate().Table("events").
+			Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN ('PENDING', 'NEEDS_CONFIRMATION')) THEN 'PENDING_REVIEW' ELSE 'COMMITTED' END", tenant, in.EventID).
+			Set("status_reason = ''").
+			Where("tenant_id = ? AND id = ?", tenant, in.EventID).Exec(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed) (CommittedResult, string, error) {
+	tenant := in.Event.TenantID
+	d := it.Decision
+	res := CommittedResult{CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey}
+	row := candidateRow(GovernInput{Event: in.Event, EventID: in.EventID, WorkflowID: in.WorkflowID}, it, s)
+	if it.Proposal.MemoryKey != "" && d.Status != memory.CandidateRejected {
+		existing, err := a.loadExisting(ctx, tx, tenant, in.Event.UserID, it.Proposal)
+		if err != nil {
+			return res, "", err
+		}
+		switch d.Status {
+		case memory.CandidateNeedsConfirmation:
+			v, ok := in.Verdicts[it.CandidateID]
+			if !ok {
+				return res, "", fmt.Errorf("no review verdict for a candidate that needs confirmation")
+			}
+			d, err = governance.Review(a.Gov, it.Proposal, existing, d, v)
+			if err != nil {
+				return res, "", temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
+			}
+			now := time.Now().UTC()
+			row.Reviewer, row.ReviewNote, row.ReviewedAt = v.Reviewer, v.Note, &now
+			if v.Kind == governance.VerdictEdit {
+				row.Object = v.Object
+			}
+		default:
+			// Memory may have changed since Govern (another write, a long review):
+			// decide again on what is stored now, keeping a trusted decision trusted.
+			nd := governance.Decide(a.Gov, it.Proposal, existing)
+			if nd.Status == memory.CandidateNeedsConfirmation {
+				nd, err = governance.Review(a.Gov, it.Proposal, existing, nd, governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "engram:governance"})
+				if err != nil {
+					return res, "", err
+				}
+			}
+			d = nd
+		}
+	}
+	res.Status, res.Action, res.Reason, res.Reviewer = d.Status, string(d.Action), d.Reason, row.Reviewer
+	row.Status, row.Action, row.Reason = d.Status, string(d.Action), d.Reason
+	var factID string
+	if d.Status == memory.CandidateAccepted {
+		c := it.Candidate
+		if row.Object != c.Object {
+			c.Object = row.Object
+			c.Content = strings.Replace(c.Content, it.Candidate.Object, row.Object, 1)
+		}
+		var err error
+		factID, err = a.applyAction(ctx, tx, s, in, it, c, d)
+		if err != nil {
+			return res, "", err
+		}
+		if factID != "" {
+			row.FactID = &factID
+			res.FactID = factID
+		}
+		if err := a.writeGraph(ctx, tx, s, in, c); err != nil {
+			return res, "", err
+		}
+	}
+	if err := storage.UpsertCandidate(ctx, tx, tenant, row); err != nil {
+		return res, "", err
+	}
+	if d.Action == governance.ActionDuplicate || d.Action == governance.ActionInvalidate || d.Action == governance.ActionNoop {
+		return res, "", nil // no new revision to index
+	}
+	return res, factID, nil
+}
+
+// applyAction writes what the decision says and returns the fact id it touched.
+func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed, c memory.Candidate, d governance.Decision) (string, error) {
+	tenant := in.Event.TenantID
+	switch d.Action {
+	case governance.ActionCreate, governance.ActionSupersede, governance.ActionHistorical:
+		ref := it.Proposal.Scope
+		attrs, _ := json.Marshal(c.Attributes)
+		if c.Attributes == nil {
+			attrs = []byte("{}")
+		}
+		cid := it.CandidateID
+		validFrom := d.ValidFrom
+		if validFrom.IsZero() {
+			validFrom = in.Event.OccurredAt.UTC()
+		}
+		f := &storage.Fact{
+			MemoryKey: it.Proposal.MemoryKey, OwnerType: "USER", OwnerID: in.Event.UserID,
+			Scope: ref.Scope, DepartmentID: ref.DepartmentID, UserID: firstNonEmpty(ref.UserID, in.Event.UserID),
+			AgentID: ref.AgentID, SessionID: ref.SessionID, TaskID: ref.TaskID,
+			MemoryType: c.MemoryType, Subject: c.Subject, Predicate: c.Predicate, Object: c.Object,
+			Content: c.Content, Attributes: attrs, EntityType: c.EntityType, EntityID: c.EntityID,
+			Origin: c.Origin, Confidence: clamp01(d.Confidence), ValidFrom: validFrom, ValidUntil: d.ValidUntil,
+			ObservedAt: in.Event.OccurredAt.UTC(), SourceCandidateID: &cid,
+			SchemaName: s.Name, SchemaVersion: s.Version, Reason: d.Reason,
+		}
+		if ref.Scope == memory.ScopeDepartment || ref.Scope == memory.ScopeTenant {
+			f.UserID = "" // a shared fact is not owned by the user who said it
+			f.OwnerType, f.OwnerID = string(ref.Scope), ref.DepartmentID
+		}
+		if f.Content == "" {
+			f.Content = strings.TrimSpace(c.Subject + " " + c.Predicate + " " + c.Object)
+		}
+		if f.Confidence == 0 {
+			f.Confidence = clamp01(c.Confidence)
+		}
+		mode := storage.WriteCurrent
+		if d.Action == governance.ActionHistorical {
+			mode = storage.WriteHistorical
+		}
+		search := storage.SearchText(f.Content + " " + f.Object)
+		var err error
+		if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
+			return "", fmt.Errorf("seal fact content: %w", err)
+		}
+		wf, err := storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
+		if err != nil {
+			return "", err
+		}
+		if err := storage.LinkFactEvidence(ctx, tx, tenant, wf.ID, in.EvidenceID, memory.RelSupport); err != nil {
+			return "", err
+		}
+		return wf.ID, storage.EnqueueFact(ctx, tx, tenant, wf.ID)
+	case governance.ActionDuplicate:
+		if d.Target == nil {
+			return "", fmt.Errorf("duplicate without a target fact")
+		}
+		if err := storage.RaiseConfidence(ctx, tx, tenant, d.Target.FactID, clamp01(d.Confidence)); err != nil {
+			return "", err
+		}
+		if err := storage.LinkFactEvidence(ctx, tx, tenant, d.Target.FactID, in.EvidenceID, memory.RelSupport); err != nil {
+			return "", err
+		}
+		return d.Target.FactID, nil
+	case governance.ActionInvalidate:
+		if d.Target == nil {
+			return "", fmt.Errorf("invalidation without a target fact")
+		}
+		closed, err := storage.CloseFact(ctx, tx, tenant, d.Target.MemoryKey, memory.FactInvalidated, in.Event.OccurredAt.UTC(), d.Reason)
+		if errors.Is(err, storage.ErrNotFound) {
+			return "", nil // already closed by a concurrent write
+		}
+		if err != nil {
+			return "", err
+		}
+		if err := storage.LinkFactEvidence(ctx, tx, tenant, closed.ID, in.EvidenceID, memory.RelConflict); err != nil {
+			return "", err
+		}
+		return closed.ID, storage.EnqueueFact(ctx, tx, tenant, closed.ID)
+	}
+	return "", nil
+}
+
+// writeGraph records the entity a candidate is about (with the state its event
+// type leads to) and its relations.
+func (a *MemoryActivities) writeGraph(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, c memory.Candidate) error {
+	tenant := in.Event.TenantID
+	if c.EntityType != "" && c.EntityID != "" {
+		state := ""
+		if st, ok := c.Attributes["state"].(string); ok {
+			state = st
+		}
+		if p, ok := s.Predicate(c.Predicate); ok && p.Event != nil && p.Event.State != "" && state == "" {
+			state = p.Event.State
+		}
+		if err := storage.UpsertEntity(ctx, tx, tenant, &storage.Entity{Type: c.EntityType, ID: c.EntityID, UserID: in.Event.UserID, State: state}); err != nil {
+			return err
+		}
+	}
+	evID := in.EvidenceID
+	for _, r := range c.Relations {
+		if r.FromID == "" || r.ToID == "" {
+			continue
+		}
+		if err := storage.UpsertEdge(ctx, tx, tenant, &storage.Edge{
+			Type: r.Type, FromType: r.FromType, FromID: r.FromID, ToType: r.ToType, ToID: r.ToID,
+			UserID: in.Event.UserID, ValidFrom: in.Event.OccurredAt.UTC(), EvidenceID: &evID,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IndexInput names what to embed after a commit.
+type IndexInput struct {
+	TenantID    string   `json:"tenant_id"`
+	FactIDs     []string `json:"fact_ids,omitempty"`
+	EvidenceIDs []string `json:"evidence_ids,omitempty"`
+}
+
+// Index writes embeddings for new facts and evidence. It is idempotent.
+func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
+	if a.Embedder == nil || (len(in.FactIDs) == 0 && len(in.EvidenceIDs) == 0) {
+		return nil
+	}
+	type row struct {
+		ID      string `bun:"id"`
+		Content string `bun:"content"`
+		KeyID   string `bun:"key_id"`
+		Speaker string `bun:"speaker"`
+		UserID  string `bun:"user_id"`
+	}
+	load := func(table string, ids []string) ([]row, error) {
+		var rows []row
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		cols := []string{"id", "content", "key_id"}
+		if table == "evidence" {
+			cols = append(cols, "speaker", "user_id")
+		}
+		err := a.Store.DB().NewSelect().Table(table).Column(cols...).
+			Where("tenant_id = ? AND id IN (?)", in.TenantID, bun.In(ids)).Scan(ctx, &rows)
+		return rows, err
+	}
+	for _, t := range []struct {
+		table string
+		ids   []string
+		set   func(context.Context, string, string, pgvector.Vector) error
+	}{
+		{"facts", in.FactIDs, a.Store.SetFactEmbedding},
+		{"evidence", in.EvidenceIDs, a.Store.SetEvidenceEmbedding},
+	} {
+		rows, err := load(t.table, t.ids)
+		if err != nil {
+			return fmt.Errorf("load %s to index: %w", t.table, err)
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		texts := make([]string, len(rows))
+		for i, r := range rows {
+			// Vectors are built from the clear (redacted) text, never the sealed column.
+			if texts[i], err = a.Store.DecryptContent(r.KeyID, r.Content); err != nil {
+				return fmt.Errorf("decrypt %s %s: %w", t.table, r.ID, err)
+			}
+			// A turn said by a named person is embedded as "Name: text", so "what did
+			// Maya …" finds what Maya said.
+			if _, name, ok := strings.Cut(r.Speaker, ":"); ok && name != "" && name != r.UserID && llm.SpeakerSubject(name) != "user" {
+				texts[i] = name + ": " + texts[i]
+			}
+		}
+		vecs, err := a.Embedder.Embed(ctx, texts)
+		if err != nil {
+			return fmt.Errorf("embed %s: %w", t.table, err)
+		}
+		for i, r := range rows {
+			if err := t.set(ctx, in.TenantID, r.ID, pgvector.NewVector(vecs[i])); err != nil {
+				return fmt.Errorf("store %s embedding: %w", t.table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// MarkEventInput records a final event status that is not a commit.
+type MarkEventInput struct {
+	TenantID string `json:"tenant_id"`
+	EventID  string `json:"event_id"`
+	Status   string `json:"status"`
+	Reason   string `json:"reason"`
+}
+
+// MarkEvent sets an event's status (UNPARSED when extraction never validated).
+func (a *MemoryActivities) MarkEvent(ctx context.Context, in MarkEventInput) error {
+	reason := in.Reason
+	if len(reason) > 4000 {
+		reason = reason[:4000]
+	}
+	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, reason)
+}

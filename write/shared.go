@@ -1,0 +1,107 @@
+package write
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
+)
+
+// Names of the MemoryWrite workflow's signal, update and query. Reviewers send the
+// `review` signal from the Temporal Web UI ("More Actions" → "Send a Signal").
+const (
+	MemoryWriteWorkflowName = "MemoryWrite"
+	MemoryWriteBatchName    = "MemoryWriteBatch"
+	SignalReview            = "review"
+	UpdateReview            = "review"
+	QueryPending            = "pending"
+	WriteKind               = "write"
+)
+
+// Values of the EngramReview search attribute: reviewers filter on
+// `EngramReview = "PENDING"` in the Web UI.
+const (
+	ReviewNone    = "NONE"
+	ReviewPending = "PENDING"
+	ReviewDone    = "DONE"
+)
+
+// Search attributes of write workflows (Keyword, registered by scripts/stack).
+var (
+	SearchAttrReview  = temporal.NewSearchAttributeKeyKeyword("EngramReview")
+	SearchAttrSubject = temporal.NewSearchAttributeKeyKeyword("EngramSubject")
+)
+
+// ErrTypeInvalidReview is the error type of a rejected review update.
+const ErrTypeInvalidReview = "InvalidReview"
+
+// MemoryWriteInput starts one MemoryWrite.
+type MemoryWriteInput struct {
+	Event IngestEvent `json:"event"`
+	// ExtractAttempts bounds extraction attempts before the event is UNPARSED (default 3).
+	ExtractAttempts int `json:"extract_attempts,omitempty"`
+	// ReviewTimeout is how long candidates wait for a human (default 72h).
+	ReviewTimeout time.Duration `json:"review_timeout,omitempty"`
+	// PauseBeforeCommit is a durable pause between governance and commit. It exists for
+	// crash tests (kill the worker while a write is in flight); leave it zero.
+	PauseBeforeCommit time.Duration `json:"pause_before_commit,omitempty"`
+}
+
+// Write outcomes.
+const (
+	WriteCommitted = "COMMITTED"
+	WriteUnparsed  = "UNPARSED"
+	WriteNoMemory  = "NO_MEMORY"
+)
+
+// MemoryWriteResult is what a MemoryWrite returns.
+type MemoryWriteResult struct {
+	Status     string            `json:"status"`
+	EventID    string            `json:"event_id"`
+	EvidenceID string            `json:"evidence_id"`
+	Attempts   int               `json:"attempts"`
+	Reason     string            `json:"reason,omitempty"`
+	Results    []CommittedResult `json:"results,omitempty"`
+}
+
+// ReviewRequest is the payload of the `review` signal and update:
+// {"candidate_id": "…", "decision": "confirm|reject|edit", "edited_value": "…", "reviewer": "alice", "note": "…"}
+type ReviewRequest struct {
+	CandidateID string `json:"candidate_id"`
+	governance.Verdict
+}
+
+// PendingCandidate is one candidate awaiting review, as the `pending` query returns it.
+type PendingCandidate struct {
+	CandidateID string   `json:"candidate_id"`
+	MemoryKey   string   `json:"memory_key"`
+	Content     string   `json:"content"`
+	Predicate   string   `json:"predicate"`
+	Object      string   `json:"object"`
+	Scope       string   `json:"scope"`
+	Origin      string   `json:"origin"`
+	Confidence  float64  `json:"confidence"`
+	Reason      string   `json:"reason"`
+	OnConfirm   string   `json:"on_confirm"`
+	Default     string   `json:"default_on_timeout"`
+	Deadline    string   `json:"deadline"`
+	Evidence    []string `json:"evidence_ids"`
+}
+
+var unsafeID = regexp.MustCompile(`[^A-Za-z0-9._:@-]`)
+
+// MemoryWriteWorkflowID derives the workflow id from tenant and idempotency key, so
+// a retried Ingest finds the same workflow instead of starting a second one.
+func MemoryWriteWorkflowID(tenantID, idempotencyKey string) string {
+	k := idempotencyKey
+	if len(k) > 80 || unsafeID.MatchString(k) {
+		h := sha256.Sum256([]byte(idempotencyKey))
+		k = "h-" + hex.EncodeToString(h[:16])
+	}
+	return "write/" + memory.TemporalIDPart(tenantID) + "/" + k
+}

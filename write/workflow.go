@@ -1,0 +1,416 @@
+package write
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
+)
+
+// Activity options of the write path. Each step has its own timeout and retry
+// policy; errors retrying cannot fix are listed as non-retryable.
+func dbActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 20, NonRetryableErrorTypes: NonRetryable,
+		},
+	})
+}
+
+func localActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second,
+			MaximumAttempts: 10, NonRetryableErrorTypes: NonRetryable,
+		},
+	})
+}
+
+func extractActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 90 * time.Second, // one LLM call, with the client's own timeout inside
+		// The activity heartbeats while the call runs, so a dead worker is noticed in
+		// seconds rather than at the end of the start-to-close timeout.
+		HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 5, NonRetryableErrorTypes: NonRetryable,
+		},
+	})
+}
+
+// MemoryWrite turns one event into governed memory: record → extract → validate
+// (re-extract with the errors, bounded) → govern → commit what is trusted → await
+// review of the rest → commit it → index. Its id comes from tenant + idempotency
+// key, so a retried Ingest never writes twice.
+func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, error) {
+	ev := in.Event
+	if err := ev.Validate(); err != nil {
+		return MemoryWriteResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
+	}
+	in = withDefaults(in)
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		memory.SearchAttrTenant.ValueSet(ev.TenantID), memory.SearchAttrKind.ValueSet(WriteKind),
+		SearchAttrSubject.ValueSet(ev.UserID), SearchAttrReview.ValueSet(ReviewNone))
+	// The review signal is registered up front so the Web UI lists it.
+	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
+	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
+	if err := registerReview(ctx, reviewCh, rv); err != nil {
+		return MemoryWriteResult{}, err
+	}
+	w, err := writeEvent(ctx, in, ev, rv)
+	if err != nil || w.res.Status != WriteCommitted {
+		return w.res, err
+	}
+	if len(w.pending) > 0 {
+		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
+			return w.res, err
+		}
+		if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
+			return w.res, err
+		}
+	}
+	return w.res, nil
+}
+
+func withDefaults(in MemoryWriteInput) MemoryWriteInput {
+	if in.ExtractAttempts <= 0 {
+		in.ExtractAttempts = 3
+	}
+	if in.ReviewTimeout <= 0 {
+		in.ReviewTimeout = 72 * time.Hour
+	}
+	return in
+}
+
+// written is one event's progress through the write path.
+type written struct {
+	ev      IngestEvent // the event as the write uses it (schema pinned)
+	rec     RecordResult
+	res     MemoryWriteResult
+	pending []pendingItem
+}
+
+// pendingItem is a candidate awaiting review, with the event it came from.
+type pendingItem struct {
+	item     Governed
+	evidence string
+}
+
+// writeEvent runs record → extract/validate → govern → commit of the trusted
+// candidates for one event; candidates that need a human are returned pending.
+func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev IngestEvent, rv *reviewState) (*written, error) {
+	var a *MemoryActivities
+	logger := workflow.GetLogger(ctx)
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	w := &written{}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Record, RecordInput{Event: ev, WorkflowID: wfID}).Get(ctx, &w.rec); err != nil {
+		return w, err
+	}
+	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
+	if w.rec.Schema != "" {
+		// The schema version is pinned at record: a PutSchema while this write runs
+		// (or waits days for review) does not change its rules.
+		ev.Schema = w.rec.Schema
+	}
+	w.ev = ev
+	// The turn is indexed and added to the session's working memory while extraction
+	// runs: neither blocks the write, and both are settled before it returns. The turn
+	// is searchable by meaning whatever extraction makes of it (what was said but never
+	// became a fact must still be found); a session that cannot take the turn (it
+	// belongs to another user) never fails the write.
+	side := []struct {
+		what string
+		f    workflow.Future
+	}{{"evidence index", workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}})}}
+	if ev.SessionID != "" {
+		turn := UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
+			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
+		side = append(side, struct {
+			what string
+			f    workflow.Future
+		}{"session", workflow.ExecuteActivity(dbActivity(ctx), a.UpdateSession, turn)})
+	}
+	defer func() {
+		for _, sd := range side {
+			if err := sd.f.Get(ctx, nil); err != nil {
+				logger.Warn(sd.what+" not updated", "error", err)
+			}
+		}
+	}()
+	markUnparsed := func(reason string) (*written, error) {
+		w.res.Status, w.res.Reason = WriteUnparsed, reason
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "UNPARSED", Reason: reason}).Get(ctx, nil)
+		return w, err
+	}
+
+	var cands []memory.Candidate
+	var feedback []string
+	for attempt := 1; attempt <= in.ExtractAttempts; attempt++ {
+		w.res.Attempts = attempt
+		var out llm.ExtractOutput
+		err := workflow.ExecuteActivity(extractActivity(ctx), a.Extract, ExtractInput{Event: ev, Text: w.rec.Stored, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
+		if err != nil {
+			// The extractor stayed unavailable or refused: keep the evidence, invent nothing.
+			logger.Warn("extraction failed", "attempt", attempt, "error", err)
+			return markUnparsed(fmt.Sprintf("extractor failed: %v", rootMessage(err)))
+		}
+		var v ValidateResult
+		// Validation is a pure function of the schema and the output: a local activity,
+		// no round trip through the server.
+		if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.Validate, ValidateInput{TenantID: ev.TenantID, Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
+			return w, err
+		}
+		if len(v.Errors) == 0 {
+			cands, feedback = v.Candidates, nil
+			// Every candidate names the extractor that proposed it (an LLM is told to
+			// leave these fields to us).
+			for i := range cands {
+				if cands[i].Extractor == "" {
+					cands[i].Extractor, cands[i].Version = out.Extractor, out.Version
+				}
+			}
+			break
+		}
+		logger.Info("extraction did not validate", "attempt", attempt, "errors", len(v.Errors))
+		feedback = v.Errors
+	}
+	if feedback != nil {
+		return markUnparsed(fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(feedback, "; ")))
+	}
+	if len(cands) == 0 {
+		w.res.Status = WriteNoMemory
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "COMMITTED", Reason: "nothing to remember"}).Get(ctx, nil)
+		return w, err
+	}
+
+	var gov GovernResult
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Govern, GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}).Get(ctx, &gov); err != nil {
+		return w, err
+	}
+	var now []pendingItem
+	for _, it := range gov.Items {
+		p := pendingItem{item: it, evidence: w.rec.EvidenceID}
+		if it.Decision.Status == memory.CandidateNeedsConfirmation {
+			w.pending = append(w.pending, p)
+		} else {
+			now = append(now, p)
+		}
+	}
+	rv.add(ctx, w.pending, in.ReviewTimeout)
+	if in.PauseBeforeCommit > 0 {
+		if err := workflow.Sleep(ctx, in.PauseBeforeCommit); err != nil {
+			return w, err
+		}
+	}
+	w.res.Status = WriteCommitted
+	if len(now) > 0 {
+		if err := w.commit(ctx, ev, now, nil); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// commit commits items of this event (with verdicts for reviewed ones) and indexes
+// the new facts.
+func (w *written) commit(ctx workflow.Context, ev IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
+	var a *MemoryActivities
+	gov := make([]Governed, len(items))
+	for i, p := range items {
+		gov[i] = p.item
+	}
+	var com CommitResult
+	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Commit, in).Get(ctx, &com); err != nil {
+		return err
+	}
+	w.res.Results = append(w.res.Results, com.Results...)
+	// Vectors are an index, not the truth: a failed index leaves the commit intact.
+	if len(com.FactIDs) == 0 {
+		return nil
+	}
+	idx := IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs}
+	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, idx).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
+	}
+	return nil
+}
+
+func rootMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
+	return err.Error()
+}
+
+// reviewState holds the candidates awaiting a human and the verdicts received.
+type reviewState struct {
+	deadline time.Time
+	defaults map[string]string
+	pending  []PendingCandidate
+	verdicts map[string]governance.Verdict
+	rejected []string // signals that could not be applied, shown in the details
+}
+
+// add makes candidates reviewable as soon as governance has decided them, before
+// anything is committed, so a review sent at once (e.g. by the API, which reads
+// pending candidates from Postgres) is accepted. The deadline starts with the first.
+func (r *reviewState) add(ctx workflow.Context, items []pendingItem, timeout time.Duration) {
+	if len(items) == 0 {
+		return
+	}
+	if r.deadline.IsZero() {
+		r.deadline = workflow.Now(ctx).Add(timeout)
+	}
+	if r.defaults == nil {
+		r.defaults = map[string]string{}
+	}
+	for _, p := range items {
+		it := p.item
+		c := it.Candidate
+		r.pending = append(r.pending, PendingCandidate{
+			CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey, Content: c.Content, Predicate: c.Predicate,
+			Object: c.Object, Scope: string(c.Scope), Origin: string(c.Origin), Confidence: c.Confidence,
+			Reason: it.Decision.Reason, OnConfirm: string(it.Decision.Action), Default: it.ReviewDefault,
+			Deadline: r.deadline.UTC().Format(time.RFC3339), Evidence: []string{p.evidence},
+		})
+		r.defaults[it.CandidateID] = it.ReviewDefault
+	}
+}
+
+func (r *reviewState) pendingList() []PendingCandidate {
+	out := []PendingCandidate{}
+	for _, p := range r.pending {
+		if _, done := r.verdicts[p.CandidateID]; !done {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *reviewState) validate(req ReviewRequest) error {
+	found := false
+	for _, p := range r.pending {
+		if p.CandidateID == req.CandidateID {
+			found = true
+		}
+	}
+	if !found {
+		ids := []string{}
+		for _, p := range r.pendingList() {
+			ids = append(ids, p.CandidateID)
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("candidate_id: %q is not awaiting review here (pending: %s)", req.CandidateID, strings.Join(ids, ", ")), ErrTypeInvalidReview, nil)
+	}
+	if _, done := r.verdicts[req.CandidateID]; done {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("candidate_id: %q was already reviewed", req.CandidateID), ErrTypeInvalidReview, nil)
+	}
+	if err := req.Verdict.Validate(); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidReview, err)
+	}
+	return nil
+}
+
+func (r *reviewState) details(deadline time.Time) string {
+	var b strings.Builder
+	list := r.pendingList()
+	fmt.Fprintf(&b, "## %d memory candidate(s) await review\n\nDecide before %s (then the schema default applies).\n\n", len(list), deadline.UTC().Format(time.RFC3339))
+	b.WriteString("Send the **review** signal (More Actions → Send a Signal) with one of the JSON payloads below; `decision` is `confirm`, `reject` or `edit` (with `edited_value`).\n\n")
+	for _, p := range list {
+		fmt.Fprintf(&b, "### %s\n\n- memory key: `%s`\n- scope: %s · origin: %s · confidence: %.2f\n- why review: %s\n- on confirm: %s · on timeout: %s\n\n", p.Content, p.MemoryKey, p.Scope, p.Origin, p.Confidence, p.Reason, p.OnConfirm, p.Default)
+		fmt.Fprintf(&b, "```json\n{\"candidate_id\": \"%s\", \"decision\": \"confirm\", \"reviewer\": \"your-name\", \"note\": \"\"}\n```\n\n", p.CandidateID)
+	}
+	for _, e := range r.rejected {
+		fmt.Fprintf(&b, "> ignored signal: %s\n\n", e)
+	}
+	return b.String()
+}
+
+// registerReview installs the review update handler and the signal reader at
+// workflow start, so a review sent early is validated against what is pending (and
+// refused with a clear message) rather than rejected as an unknown update.
+func registerReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *reviewState) error {
+	apply := func(req ReviewRequest) {
+		rv.verdicts[req.CandidateID] = req.Verdict
+		workflow.GetLogger(ctx).Info("review received", "candidate_id", req.CandidateID, "decision", req.Kind, "reviewer", req.Reviewer)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateReview,
+		func(ctx workflow.Context, req ReviewRequest) (string, error) {
+			apply(req)
+			return "recorded", nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ReviewRequest) error { return rv.validate(req) }},
+	); err != nil {
+		return err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var req ReviewRequest
+			ch.Receive(ctx, &req)
+			if err := rv.validate(req); err != nil {
+				rv.rejected = append(rv.rejected, err.Error())
+				continue
+			}
+			apply(req)
+		}
+	})
+	return workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil })
+}
+
+// awaitReview waits, when any candidate needs confirmation, for a verdict per
+// candidate through the review signal or update, until the timeout; then the
+// schema's default applies to what is left.
+func awaitReview(ctx workflow.Context, rv *reviewState, timeout time.Duration) error {
+	deadline := rv.deadline
+	if len(rv.pending) == 0 {
+		return nil
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewPending))
+	workflow.SetCurrentDetails(ctx, rv.details(deadline))
+	for {
+		n := len(rv.pendingList())
+		nRejected := len(rv.rejected)
+		ok, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool {
+			return len(rv.pendingList()) != n || len(rv.rejected) != nRejected
+		})
+		if err != nil {
+			return err
+		}
+		workflow.SetCurrentDetails(ctx, rv.details(deadline))
+		if len(rv.pendingList()) == 0 {
+			break
+		}
+		if !ok { // timed out: the schema's default decides what nobody reviewed
+			ids := []string{}
+			for _, p := range rv.pendingList() {
+				ids = append(ids, p.CandidateID)
+			}
+			sort.Strings(ids)
+			for _, id := range ids {
+				kind := governance.VerdictReject
+				if rv.defaults[id] == "confirm" {
+					kind = governance.VerdictConfirm
+				}
+				rv.verdicts[id] = governance.Verdict{Kind: kind, Reviewer: "engram:review-timeout", Note: fmt.Sprintf("no review within %s; schema default %s", timeout, kind)}
+			}
+			break
+		}
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewDone))
+	workflow.SetCurrentDetails(ctx, "review finished")
+	return nil
+}
