@@ -1,6 +1,3 @@
-// Package worker wires Engram's workflows and activities to a Temporal worker: it
-// builds the extractor and embedder the configuration asks for and registers
-// everything on one task queue.
 package app
 
 import (
@@ -30,7 +27,7 @@ import (
 )
 
 // Ping is the smallest workflow: it proves a worker, the server and the activity
-// path are wired. `engram doctor` and the foundation test run it.
+// path are wired. The foundation test runs it.
 func Ping(ctx workflow.Context, msg string) (string, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var out string
@@ -94,42 +91,47 @@ func Embedder(cfg config.Config) (embedding.Embedder, error) {
 
 // KeywordIndex is the keyword retriever recall uses: Typesense when
 // ENGRAM_TYPESENSE_URL is set, otherwise Postgres full-text in the same database.
-func KeywordIndex(st *storage.Store) (recall.KeywordIndex, *typesense.Index, error) {
-	tcfg, ok := typesense.ConfigFromEnv()
-	if !ok {
+func KeywordIndex(cfg config.Config, st *storage.Store) (recall.KeywordIndex, *typesense.Index, error) {
+	if cfg.TypesenseURL == "" {
 		return recall.NewPostgresKeyword(st), nil, nil
 	}
-	ix, err := typesense.New(tcfg)
+	ix, err := typesense.New(typesense.Config{URL: cfg.TypesenseURL, APIKey: cfg.TypesenseAPIKey, Collection: cfg.TypesenseCollection})
 	if err != nil {
 		return nil, nil, fmt.Errorf("typesense: %w", err)
 	}
 	return ix, ix, nil
 }
 
-// New builds a worker on cfg.TaskQueue with every workflow and activity registered.
+// New builds a worker on cfg.TaskQueue with every workflow and activity
+// registered, with the extractor and embedder cfg asks for.
 func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger) (worker.Worker, error) {
-	ex, err := Extractor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("extractor: %w", err)
-	}
 	em, err := Embedder(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedder: %w", err)
 	}
+	return newWorker(c, cfg, st, em, log)
+}
+
+func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, log *slog.Logger) (worker.Worker, error) {
+	ex, err := Extractor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("extractor: %w", err)
+	}
+	schemas := schema.Stored(st.LookupSchema)
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)
 	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: em, Schemas: schema.Stored(st.LookupSchema), Gov: cfg.Governance, Logger: log,
+		Store: st, Extractor: ex, Embedder: em, Schemas: schemas, Gov: cfg.Governance, Logger: log,
 	})
 	task.Register(w, &task.TaskActivities{
 		HTTP: task.NewActionHTTPClient(), ActionEndpoint: cfg.ActionURL, Store: st, Log: log,
 	})
-	_, ts, err := KeywordIndex(st)
+	_, ts, err := KeywordIndex(cfg, st)
 	if err != nil {
 		return nil, err
 	}
-	deps := lifecycle.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em, Schemas: schema.Builtins}
+	deps := lifecycle.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em, Schemas: schemas}
 	if ts != nil {
 		// Typesense is fed from the outbox; erasure removes its documents too.
 		deps.Keyword = ts
@@ -145,14 +147,10 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 // maintenance schedules (idempotent) and, with Typesense, the outbox indexer.
 // Tests that build workers with New do not call it.
 func StartBackground(ctx context.Context, c client.Client, cfg config.Config) error {
-	mcfg, err := lifecycle.ConfigFromEnv(cfg.TaskQueue)
-	if err != nil {
-		return err
-	}
-	if err := lifecycle.EnsureSchedules(ctx, c, mcfg); err != nil {
+	if err := lifecycle.EnsureSchedules(ctx, c, lifecycle.ConfigFrom(cfg.TaskQueue, cfg.Maintenance)); err != nil {
 		return fmt.Errorf("maintenance schedules: %w", err)
 	}
-	if _, ok := typesense.ConfigFromEnv(); ok {
+	if cfg.TypesenseURL != "" {
 		if _, err := outbox.StartOutboxIndexer(ctx, c, cfg.TaskQueue, outbox.OutboxIndexerInput{}); err != nil {
 			return fmt.Errorf("outbox indexer: %w", err)
 		}

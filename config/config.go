@@ -1,5 +1,9 @@
-// Package config reads Engram's settings from the environment (ENGRAM_*), with
-// defaults that work on a developer machine after `scripts/stack up`.
+// Package config reads Engram's settings from the environment (ENGRAM_*, TEMPORAL_*,
+// OTEL_EXPORTER_OTLP_*), with defaults that work on a developer machine after
+// `scripts/stack up`. It is the only package that reads the environment (cmd/
+// aside): everything else takes a Config or a value from one. It imports only
+// governance (thresholds) and privacy (the keyring), which import nothing of
+// Engram's but memory.
 package config
 
 import (
@@ -10,6 +14,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/privacy"
 )
 
 // Config is every setting the engine reads.
@@ -45,6 +50,58 @@ type Config struct {
 	ActionURL           string        // the action endpoint side-effecting steps call
 	ActionTimeout       time.Duration // one call
 	ConfirmationTimeout time.Duration // WAITING_CONFIRMATION before the default applies
+
+	// Privacy: the encryption keyring (nil: content stored in clear) and the raw
+	// redaction settings storage.ParseProtection checks.
+	Keyring        *privacy.Keyring
+	Redact         string // ENGRAM_REDACT
+	RedactOriginal string // ENGRAM_REDACT_ORIGINAL
+
+	// Typesense: an empty URL keeps Postgres full-text as the keyword index.
+	TypesenseURL        string
+	TypesenseAPIKey     string
+	TypesenseCollection string
+
+	// Maintenance schedules (lifecycle.ConfigFrom turns them into policies).
+	Maintenance Maintenance
+
+	// Tracing is on when an OTLP endpoint is configured (the exporter reads the
+	// other OTEL_EXPORTER_OTLP_* variables itself).
+	Tracing bool
+}
+
+// Maintenance is how often each maintenance workflow runs (0 disables it) and
+// its policy; see the README's configuration table.
+type Maintenance struct {
+	Prefix            string // ENGRAM_MAINT_PREFIX: names the schedules ("" = engram-maintenance)
+	Disabled          bool   // ENGRAM_MAINT_SCHEDULES=off: never touch the server's schedules
+	ExpiryEvery       time.Duration
+	DecayEvery        time.Duration
+	ConsolidateEvery  time.Duration
+	SchemaReportEvery time.Duration
+
+	DecayIdle   time.Duration // facts unused this long lose importance
+	DecayFactor float64       // by this factor per run, in (0, 1)
+	DecayFloor  float64       // never below this
+
+	PruneEnabled       bool
+	PruneAfter         time.Duration
+	PruneMaxImportance float64
+
+	ConsolidateMin    int
+	ConsolidateMinAge time.Duration
+}
+
+// DefaultMaintenance: expiry every 10 minutes, decay hourly (facts idle 30 days
+// lose 5% per run, never below 0.05), pruning off, consolidation hourly (≥ 5
+// episodic facts older than a day), schema report daily.
+func DefaultMaintenance() Maintenance {
+	return Maintenance{
+		ExpiryEvery: 10 * time.Minute, DecayEvery: time.Hour, ConsolidateEvery: time.Hour, SchemaReportEvery: 24 * time.Hour,
+		DecayIdle: 30 * 24 * time.Hour, DecayFactor: 0.95, DecayFloor: 0.05,
+		PruneAfter: 180 * 24 * time.Hour, PruneMaxImportance: 0.2,
+		ConsolidateMin: 5, ConsolidateMinAge: 24 * time.Hour,
+	}
 }
 
 // FromEnv reads the configuration. It returns an error naming the variable that
@@ -71,6 +128,12 @@ func FromEnv() (Config, error) {
 		ReviewTimeout:       72 * time.Hour,
 		ActionTimeout:       10 * time.Second,
 		ConfirmationTimeout: 24 * time.Hour,
+		Redact:              env("ENGRAM_REDACT", ""),
+		RedactOriginal:      env("ENGRAM_REDACT_ORIGINAL", ""),
+		TypesenseURL:        env("ENGRAM_TYPESENSE_URL", ""),
+		TypesenseAPIKey:     env("ENGRAM_TYPESENSE_API_KEY", ""),
+		TypesenseCollection: env("ENGRAM_TYPESENSE_COLLECTION", ""),
+		Tracing:             env("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 	}
 	var err error
 	durations := []struct {
@@ -119,6 +182,80 @@ func FromEnv() (Config, error) {
 	}
 	if err := c.Governance.Validate(); err != nil {
 		return c, fmt.Errorf("governance thresholds: %w", err)
+	}
+	if c.Keyring, err = privacy.ParseKeyring(os.Getenv("ENGRAM_ENCRYPTION_KEY"), os.Getenv("ENGRAM_ENCRYPTION_KEY_ID"), os.Getenv("ENGRAM_ENCRYPTION_OLD_KEYS")); err != nil {
+		return c, err
+	}
+	if c.Maintenance, err = maintenanceFromEnv(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// maintenanceFromEnv reads ENGRAM_MAINT_* over the defaults:
+//
+//	ENGRAM_MAINT_EXPIRY_EVERY, _DECAY_EVERY, _CONSOLIDATE_EVERY, _SCHEMA_REPORT_EVERY   durations; 0 disables
+//	ENGRAM_MAINT_DECAY_IDLE (720h), _DECAY_FACTOR (0.95), _DECAY_FLOOR (0.05)
+//	ENGRAM_MAINT_PRUNE (false), _PRUNE_AFTER (4320h), _PRUNE_MAX_IMPORTANCE (0.2)
+//	ENGRAM_MAINT_CONSOLIDATE_MIN (5), _CONSOLIDATE_MIN_AGE (24h)
+//	ENGRAM_MAINT_PREFIX (engram-maintenance) names the schedules; ENGRAM_MAINT_SCHEDULES=off skips them
+func maintenanceFromEnv() (Maintenance, error) {
+	c := DefaultMaintenance()
+	durs := []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"ENGRAM_MAINT_EXPIRY_EVERY", &c.ExpiryEvery}, {"ENGRAM_MAINT_DECAY_EVERY", &c.DecayEvery},
+		{"ENGRAM_MAINT_CONSOLIDATE_EVERY", &c.ConsolidateEvery}, {"ENGRAM_MAINT_SCHEMA_REPORT_EVERY", &c.SchemaReportEvery},
+		{"ENGRAM_MAINT_DECAY_IDLE", &c.DecayIdle}, {"ENGRAM_MAINT_PRUNE_AFTER", &c.PruneAfter},
+		{"ENGRAM_MAINT_CONSOLIDATE_MIN_AGE", &c.ConsolidateMinAge},
+	}
+	for _, d := range durs {
+		if v := env(d.name, ""); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x < 0 {
+				return c, fmt.Errorf("%s: %q is not a duration (e.g. 10m, 24h; 0 disables)", d.name, v)
+			}
+			*d.dst = x
+		}
+	}
+	floats := []struct {
+		name string
+		dst  *float64
+	}{{"ENGRAM_MAINT_DECAY_FACTOR", &c.DecayFactor}, {"ENGRAM_MAINT_DECAY_FLOOR", &c.DecayFloor}, {"ENGRAM_MAINT_PRUNE_MAX_IMPORTANCE", &c.PruneMaxImportance}}
+	for _, f := range floats {
+		if v := env(f.name, ""); v != "" {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || x < 0 || x > 1 {
+				return c, fmt.Errorf("%s: %q must be a number from 0 to 1", f.name, v)
+			}
+			*f.dst = x
+		}
+	}
+	c.Prefix = env("ENGRAM_MAINT_PREFIX", "")
+	switch v := env("ENGRAM_MAINT_SCHEDULES", ""); strings.ToLower(v) {
+	case "", "on", "true":
+	case "off", "false":
+		c.Disabled = true
+	default:
+		return c, fmt.Errorf("ENGRAM_MAINT_SCHEDULES: %q must be on or off", v)
+	}
+	if v := env("ENGRAM_MAINT_PRUNE", ""); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("ENGRAM_MAINT_PRUNE: %q is not true or false", v)
+		}
+		c.PruneEnabled = b
+	}
+	if v := env("ENGRAM_MAINT_CONSOLIDATE_MIN", ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			return c, fmt.Errorf("ENGRAM_MAINT_CONSOLIDATE_MIN: %q must be an integer ≥ 2", v)
+		}
+		c.ConsolidateMin = n
+	}
+	if c.DecayFactor <= 0 || c.DecayFactor >= 1 {
+		return c, fmt.Errorf("ENGRAM_MAINT_DECAY_FACTOR: %.3f must be between 0 and 1 (exclusive)", c.DecayFactor)
 	}
 	return c, nil
 }

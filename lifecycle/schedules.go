@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
 )
@@ -49,90 +48,21 @@ type Config struct {
 	Consolidate  MaintenanceConsolidateInput
 }
 
-// DefaultConfig: expiry every 10 minutes, decay hourly (facts idle 30 days lose 5%
-// per run, never below 0.05), pruning off, consolidation hourly (≥ 5 episodic facts
-// older than a day), schema report daily.
-func DefaultConfig(taskQueue string) Config {
+// ConfigFrom turns the configured maintenance settings into the schedule.
+func ConfigFrom(taskQueue string, m config.Maintenance) Config {
 	return Config{
-		TaskQueue:         taskQueue,
-		ExpiryEvery:       10 * time.Minute,
-		DecayEvery:        time.Hour,
-		ConsolidateEvery:  time.Hour,
-		SchemaReportEvery: 24 * time.Hour,
-		Decay:             storage.DecayPolicy{IdleFor: 30 * 24 * time.Hour, Factor: 0.95, Floor: 0.05},
-		Prune:             storage.PrunePolicy{OlderThan: 180 * 24 * time.Hour, MaxImportance: 0.2},
-		Consolidate:       MaintenanceConsolidateInput{MinFacts: 5, MinAge: 24 * time.Hour},
+		TaskQueue: taskQueue, Prefix: m.Prefix, Disabled: m.Disabled,
+		ExpiryEvery: m.ExpiryEvery, DecayEvery: m.DecayEvery, ConsolidateEvery: m.ConsolidateEvery, SchemaReportEvery: m.SchemaReportEvery,
+		Decay:        storage.DecayPolicy{IdleFor: m.DecayIdle, Factor: m.DecayFactor, Floor: m.DecayFloor},
+		Prune:        storage.PrunePolicy{OlderThan: m.PruneAfter, MaxImportance: m.PruneMaxImportance},
+		PruneEnabled: m.PruneEnabled,
+		Consolidate:  MaintenanceConsolidateInput{MinFacts: m.ConsolidateMin, MinAge: m.ConsolidateMinAge},
 	}
 }
 
-// ConfigFromEnv reads ENGRAM_MAINT_* over the defaults:
-//
-//	ENGRAM_MAINT_EXPIRY_EVERY, _DECAY_EVERY, _CONSOLIDATE_EVERY, _SCHEMA_REPORT_EVERY   durations; 0 disables
-//	ENGRAM_MAINT_DECAY_IDLE (720h), _DECAY_FACTOR (0.95), _DECAY_FLOOR (0.05)
-//	ENGRAM_MAINT_PRUNE (false), _PRUNE_AFTER (4320h), _PRUNE_MAX_IMPORTANCE (0.2)
-//	ENGRAM_MAINT_CONSOLIDATE_MIN (5), _CONSOLIDATE_MIN_AGE (24h)
-//	ENGRAM_MAINT_PREFIX (engram-maintenance) names the schedules; ENGRAM_MAINT_SCHEDULES=off skips them
-func ConfigFromEnv(taskQueue string) (Config, error) {
-	c := DefaultConfig(taskQueue)
-	durs := []struct {
-		name string
-		dst  *time.Duration
-	}{
-		{"ENGRAM_MAINT_EXPIRY_EVERY", &c.ExpiryEvery}, {"ENGRAM_MAINT_DECAY_EVERY", &c.DecayEvery},
-		{"ENGRAM_MAINT_CONSOLIDATE_EVERY", &c.ConsolidateEvery}, {"ENGRAM_MAINT_SCHEMA_REPORT_EVERY", &c.SchemaReportEvery},
-		{"ENGRAM_MAINT_DECAY_IDLE", &c.Decay.IdleFor}, {"ENGRAM_MAINT_PRUNE_AFTER", &c.Prune.OlderThan},
-		{"ENGRAM_MAINT_CONSOLIDATE_MIN_AGE", &c.Consolidate.MinAge},
-	}
-	for _, d := range durs {
-		if v := strings.TrimSpace(os.Getenv(d.name)); v != "" {
-			x, err := time.ParseDuration(v)
-			if err != nil || x < 0 {
-				return c, fmt.Errorf("%s: %q is not a duration (e.g. 10m, 24h; 0 disables)", d.name, v)
-			}
-			*d.dst = x
-		}
-	}
-	floats := []struct {
-		name string
-		dst  *float64
-	}{{"ENGRAM_MAINT_DECAY_FACTOR", &c.Decay.Factor}, {"ENGRAM_MAINT_DECAY_FLOOR", &c.Decay.Floor}, {"ENGRAM_MAINT_PRUNE_MAX_IMPORTANCE", &c.Prune.MaxImportance}}
-	for _, f := range floats {
-		if v := strings.TrimSpace(os.Getenv(f.name)); v != "" {
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 || x > 1 {
-				return c, fmt.Errorf("%s: %q must be a number from 0 to 1", f.name, v)
-			}
-			*f.dst = x
-		}
-	}
-	if v := strings.TrimSpace(os.Getenv("ENGRAM_MAINT_PREFIX")); v != "" {
-		c.Prefix = v
-	}
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("ENGRAM_MAINT_SCHEDULES"))) {
-	case "", "on", "true":
-	case "off", "false":
-		c.Disabled = true
-	default:
-		return c, fmt.Errorf("ENGRAM_MAINT_SCHEDULES: %q must be on or off", os.Getenv("ENGRAM_MAINT_SCHEDULES"))
-	}
-	if v := strings.TrimSpace(os.Getenv("ENGRAM_MAINT_PRUNE")); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("ENGRAM_MAINT_PRUNE: %q is not true or false", v)
-		}
-		c.PruneEnabled = b
-	}
-	if v := strings.TrimSpace(os.Getenv("ENGRAM_MAINT_CONSOLIDATE_MIN")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			return c, fmt.Errorf("ENGRAM_MAINT_CONSOLIDATE_MIN: %q must be an integer ≥ 2", v)
-		}
-		c.Consolidate.MinFacts = n
-	}
-	if c.Decay.Factor <= 0 || c.Decay.Factor >= 1 {
-		return c, fmt.Errorf("ENGRAM_MAINT_DECAY_FACTOR: %.3f must be between 0 and 1 (exclusive)", c.Decay.Factor)
-	}
-	return c, nil
+// DefaultConfig is the schedule with config.DefaultMaintenance's settings.
+func DefaultConfig(taskQueue string) Config {
+	return ConfigFrom(taskQueue, config.DefaultMaintenance())
 }
 
 // ScheduleID names a maintenance schedule in the Temporal Web UI (Schedules).

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -75,13 +74,13 @@ func DefaultKeyID(key []byte) string {
 	return "k-" + hex.EncodeToString(h[:4])
 }
 
-// KeyringFromEnv reads ENGRAM_ENCRYPTION_KEY (base64 of 32 bytes; the current key),
-// ENGRAM_ENCRYPTION_KEY_ID (its id; default k-<fingerprint>) and
-// ENGRAM_ENCRYPTION_OLD_KEYS ("id:base64,id:base64", keys that only open). It
-// returns nil, nil when no key is configured: content is then stored in clear.
-func KeyringFromEnv() (*Keyring, error) {
-	raw := strings.TrimSpace(os.Getenv("ENGRAM_ENCRYPTION_KEY"))
-	old := strings.TrimSpace(os.Getenv("ENGRAM_ENCRYPTION_OLD_KEYS"))
+// ParseKeyring builds the keyring from ENGRAM_ENCRYPTION_KEY (raw: base64 of 32
+// bytes; the current key), ENGRAM_ENCRYPTION_KEY_ID (id; default k-<fingerprint>)
+// and ENGRAM_ENCRYPTION_OLD_KEYS (old: "id:base64,id:base64", keys that only open),
+// as config reads them. It returns nil, nil when no key is configured: content is
+// then stored in clear. Errors name the variable.
+func ParseKeyring(raw, id, old string) (*Keyring, error) {
+	raw, id, old = strings.TrimSpace(raw), strings.TrimSpace(id), strings.TrimSpace(old)
 	if raw == "" {
 		if old != "" {
 			return nil, errors.New("ENGRAM_ENCRYPTION_OLD_KEYS is set but ENGRAM_ENCRYPTION_KEY is not: set the current key too")
@@ -92,7 +91,6 @@ func KeyringFromEnv() (*Keyring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ENGRAM_ENCRYPTION_KEY: %w", err)
 	}
-	id := strings.TrimSpace(os.Getenv("ENGRAM_ENCRYPTION_KEY_ID"))
 	if id == "" {
 		id = DefaultKeyID(key)
 	}

@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -28,7 +27,7 @@ type Protection struct {
 var protections sync.Map // *Store → Protection
 
 // SetProtection configures redaction and encryption for this Store (the worker and
-// the API server call it once at start with privacy.ProtectionFromEnv).
+// the API server call it once at start with config (storage.ParseProtection)).
 func (s *Store) SetProtection(p Protection) error {
 	if p.KeepOriginal && p.Keyring == nil {
 		return fmt.Errorf("keeping redacted originals needs an encryption key: set ENGRAM_ENCRYPTION_KEY or ENGRAM_REDACT_ORIGINAL=drop")
@@ -309,21 +308,16 @@ func (s *Store) KeyUsage(ctx context.Context) (map[string]map[string]int64, erro
 	return out, nil
 }
 
-// ProtectionFromEnv reads the protection settings:
+// ParseProtection builds the protection settings config reads:
 //
-//	ENGRAM_REDACT            off (default) | all | a list such as email,phone,cn_mobile,cn_id,card,passport,iban
+//	ENGRAM_REDACT            off (default) | all | a comma list of kinds (email, phone, card, …)
 //	ENGRAM_REDACT_ORIGINAL   drop (default) | encrypted (keep the unredacted text sealed; needs a key)
-//	ENGRAM_ENCRYPTION_KEY    base64 of 32 bytes: seal content at rest (AES-256-GCM)
-//	ENGRAM_ENCRYPTION_KEY_ID its id (default k-<fingerprint>)
-//	ENGRAM_ENCRYPTION_OLD_KEYS  id:base64,… keys that only open (during a rotation)
-func ProtectionFromEnv() (Protection, error) {
-	var p Protection
-	k, err := privacy.KeyringFromEnv()
-	if err != nil {
-		return p, err
-	}
-	p.Keyring = k
-	switch v := strings.ToLower(strings.TrimSpace(os.Getenv("ENGRAM_REDACT"))); v {
+//	ENGRAM_ENCRYPTION_KEY*   the keyring (privacy.ParseKeyring); nil stores content in clear
+//
+// Errors name the variable.
+func ParseProtection(k *privacy.Keyring, redact, original string) (Protection, error) {
+	p := Protection{Keyring: k}
+	switch v := strings.ToLower(strings.TrimSpace(redact)); v {
 	case "", "off", "none", "false":
 	default:
 		kinds, err := privacy.ParseKinds(v)
@@ -332,7 +326,7 @@ func ProtectionFromEnv() (Protection, error) {
 		}
 		p.Redactor = privacy.NewRedactor(kinds...)
 	}
-	switch v := strings.ToLower(strings.TrimSpace(os.Getenv("ENGRAM_REDACT_ORIGINAL"))); v {
+	switch v := strings.ToLower(strings.TrimSpace(original)); v {
 	case "", "drop":
 	case "encrypted", "encrypt", "keep":
 		if p.Keyring == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,12 +19,13 @@ import (
 )
 
 // SetupTracing installs an OTLP/HTTP trace exporter as the global tracer
-// provider when OTEL_EXPORTER_OTLP_ENDPOINT is set (the exporter reads the other
-// OTEL_EXPORTER_OTLP_* variables itself); otherwise tracing stays off (the no-op
-// provider) and nothing is exported. The returned function flushes and stops it.
-func SetupTracing(ctx context.Context, service string) (shutdown func(context.Context) error, enabled bool, err error) {
+// provider when on (config.Tracing: OTEL_EXPORTER_OTLP_ENDPOINT is set; the
+// exporter reads the other OTEL_EXPORTER_OTLP_* variables itself); otherwise
+// tracing stays off (the no-op provider) and nothing is exported. The returned
+// function flushes and stops it.
+func SetupTracing(ctx context.Context, service string, on bool) (shutdown func(context.Context) error, enabled bool, err error) {
 	noop := func(context.Context) error { return nil }
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+	if !on {
 		return noop, false, nil
 	}
 	exp, err := otlptracehttp.New(ctx)

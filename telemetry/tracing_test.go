@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/engramhq/engram/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,9 @@ import (
 // exported over OTLP/HTTP to the collector it names.
 func TestTracingExportsOverOTLPOnlyWhenConfigured(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	_, enabled, err := SetupTracing(context.Background(), "engram-test")
+	cfg, err := config.FromEnv()
+	require.NoError(t, err)
+	_, enabled, err := SetupTracing(context.Background(), "engram-test", cfg.Tracing)
 	require.NoError(t, err)
 	assert.False(t, enabled)
 
@@ -29,7 +32,9 @@ func TestTracingExportsOverOTLPOnlyWhenConfigured(t *testing.T) {
 	}))
 	defer collector.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	shutdown, enabled, err := SetupTracing(context.Background(), "engram-test")
+	cfg, err = config.FromEnv()
+	require.NoError(t, err)
+	shutdown, enabled, err := SetupTracing(context.Background(), "engram-test", cfg.Tracing)
 	require.NoError(t, err)
 	require.True(t, enabled)
 	h := TraceHTTP(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))

@@ -133,10 +133,7 @@ func maintenanceClient() (lifecycle.Config, client.Client, error) {
 	if err != nil {
 		return lifecycle.Config{}, nil, err
 	}
-	mc, err := lifecycle.ConfigFromEnv(cfg.TaskQueue)
-	if err != nil {
-		return mc, nil, err
-	}
+	mc := lifecycle.ConfigFrom(cfg.TaskQueue, cfg.Maintenance)
 	c, err := dialTemporal(cfg)
 	return mc, c, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/mcp"
 )
@@ -33,12 +34,12 @@ so that remember commits without another process. Logs go to stderr.`,
 			}
 			log := logger()
 			ctx := cmd.Context()
-			rt, err := openRuntime(ctx, cfg, log, !noWorker)
+			a, err := app.Build(ctx, cfg, log, app.Options{API: true, Worker: !noWorker})
 			if err != nil {
 				return err
 			}
-			defer rt.Close()
-			err = mcp.ServeStdio(ctx, mcp.Options{Handlers: rt.handlers, Keys: rt.st, Logger: log, Observe: rt.metrics.ObserveTool}, key, os.Stdin, os.Stdout)
+			defer a.Close()
+			err = mcp.ServeStdio(ctx, a.MCPOptions(), key, os.Stdin, os.Stdout)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/server"
 )
@@ -37,19 +38,19 @@ and MCP call needs an API key (engram keys create). By default the Temporal work
 			log := logger()
 			slog.SetDefault(log)
 			ctx := cmd.Context()
-			rt, err := openRuntime(ctx, cfg, log, !noWorker)
+			a, err := app.Build(ctx, cfg, log, app.Options{API: true, Worker: !noWorker})
 			if err != nil {
 				return err
 			}
-			defer rt.Close()
-			h, err := rt.httpHandler()
+			defer a.Close()
+			h, err := a.HTTPHandler()
 			if err != nil {
 				return err
 			}
-			err = server.Serve(ctx, addr, h, grace, func(a net.Addr) {
-				log.Info("engram API listening", "addr", a.String(), "worker", !noWorker, "task_queue", cfg.TaskQueue)
+			err = server.Serve(ctx, addr, h, grace, func(at net.Addr) {
+				log.Info("engram API listening", "addr", at.String(), "worker", !noWorker, "task_queue", cfg.TaskQueue)
 				// One line on stdout for scripts and tests that start serve on port 0.
-				fmt.Fprintf(cmd.OutOrStdout(), "listening on http://%s\n", a.String())
+				fmt.Fprintf(cmd.OutOrStdout(), "listening on http://%s\n", at.String())
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err

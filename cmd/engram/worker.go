@@ -1,24 +1,16 @@
 package main
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
-	"github.com/engramhq/engram/storage"
 )
 
+// dialTemporal connects a command that only starts or queries workflows.
 func dialTemporal(cfg config.Config) (client.Client, error) {
-	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: tlog.NewStructuredLogger(logger())})
-	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
-	}
-	return c, nil
+	return app.DialTemporal(cfg, logger(), nil)
 }
 
 func workerCmd() *cobra.Command {
@@ -31,53 +23,13 @@ func workerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := logger()
-			st, err := openProtectedStore(cmd.Context(), cfg)
+			a, err := app.Build(cmd.Context(), cfg, logger(), app.Options{Worker: true})
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			if err := st.CheckEmbeddingDim(cmd.Context(), storage.EmbeddingDim); err != nil {
-				return fmt.Errorf("%w (did you run `engram migrate`?)", err)
-			}
-			c, err := dialTemporal(cfg)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			w, err := app.New(c, cfg, st, log)
-			if err != nil {
-				return err
-			}
-			log.Info("worker starting", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
-			if err := w.Start(); err != nil {
-				return err
-			}
-			if err := app.StartBackground(cmd.Context(), c, cfg); err != nil {
-				w.Stop()
-				return err
-			}
+			defer a.Close()
 			<-cmd.Context().Done()
-			w.Stop()
 			return nil
 		},
 	}
-}
-
-// openProtectedStore opens Postgres and applies the configured redaction and
-// encryption (ENGRAM_REDACT, ENGRAM_REDACT_ORIGINAL, ENGRAM_ENCRYPTION_KEY).
-func openProtectedStore(ctx context.Context, cfg config.Config) (*storage.Store, error) {
-	p, err := storage.ProtectionFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	st, err := storage.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.SetProtection(p); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return st, nil
 }

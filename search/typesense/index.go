@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -31,7 +30,7 @@ import (
 // DefaultCollection is the collection name when none is configured.
 const DefaultCollection = "engram_memory"
 
-// Environment variables read by ConfigFromEnv.
+// The environment variables config reads into the adapter's Config; errors name them.
 const (
 	EnvURL        = "ENGRAM_TYPESENSE_URL"
 	EnvAPIKey     = "ENGRAM_TYPESENSE_API_KEY"
@@ -45,18 +44,6 @@ type Config struct {
 	Collection string        // default engram_memory
 	Timeout    time.Duration // per request (default 5s)
 	BatchSize  int           // documents per import request (default 200)
-}
-
-// ConfigFromEnv reads ENGRAM_TYPESENSE_URL, ENGRAM_TYPESENSE_API_KEY and
-// ENGRAM_TYPESENSE_COLLECTION. ok is false when no URL is set (Postgres
-// full-text stays the keyword index).
-func ConfigFromEnv() (cfg Config, ok bool) {
-	cfg = Config{
-		URL:        strings.TrimSpace(os.Getenv(EnvURL)),
-		APIKey:     strings.TrimSpace(os.Getenv(EnvAPIKey)),
-		Collection: strings.TrimSpace(os.Getenv(EnvCollection)),
-	}
-	return cfg, cfg.URL != ""
 }
 
 // Index is the adapter. It is safe for concurrent use.

@@ -1,0 +1,227 @@
+// Package app is Engram's composition root: from a config.Config it builds the
+// store (with the configured protection), the Temporal client with its metrics
+// and tracing, the embedder, extractor and keyword index, the recall engine, the
+// API's handlers, the HTTP handler `engram serve` answers on, and the worker.
+// `engram serve`, `mcp`, `dev` (which runs serve), `worker`, `eval` and `bench`
+// build what they run here, so a setting means the same in every command.
+//
+// app may import every Engram package; only cmd/ and tests import it.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/mcp"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/telemetry"
+)
+
+// Options say what Build starts beside the store and the Temporal client.
+type Options struct {
+	// API builds the recall engine and the API's handlers (serve, mcp).
+	API bool
+	// Worker starts a worker on cfg.TaskQueue and what a long-running worker
+	// keeps going (maintenance schedules, the outbox indexer).
+	Worker bool
+}
+
+// App is everything a command runs, built once. Close releases it in reverse
+// order of construction.
+type App struct {
+	Config   config.Config
+	Log      *slog.Logger
+	Store    *storage.Store
+	Temporal client.Client
+	Metrics  *telemetry.Metrics
+	Embedder embedding.Embedder
+	Recall   *recall.Engine  // nil unless Options.API
+	Handlers server.Handlers // zero unless Options.API
+	Deps     server.Deps     // zero unless Options.API
+	closers  []func()
+}
+
+// Close stops the worker, flushes recall's access log, closes the Temporal
+// client and the store, and flushes traces.
+func (a *App) Close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// Build opens what cfg configures and checks the database is migrated to this
+// binary's schema (the embedding dimension too) before anything runs.
+func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (_ *App, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	shutdown, tracing, err := telemetry.SetupTracing(ctx, "engram", cfg.Tracing)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	})
+	if tracing {
+		log.Info("tracing: exporting spans over OTLP")
+	}
+	if a.Store, err = OpenStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() { a.Store.Close() })
+	if err := a.Store.CheckEmbeddingDim(ctx, storage.EmbeddingDim); err != nil {
+		return nil, fmt.Errorf("%w (did you run `engram migrate`?)", err)
+	}
+	if _, pending, err := a.Store.MigrationStatus(ctx); err != nil {
+		return nil, err
+	} else if len(pending) > 0 {
+		return nil, fmt.Errorf("%d migration(s) pending (%s …): run `engram migrate` first", len(pending), pending[0])
+	}
+	if a.Metrics, err = telemetry.NewMetrics(a.Store.DB().DB); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if a.Temporal, err = DialTemporal(cfg, log, a.Metrics); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Temporal.Close)
+	if a.Embedder, err = Embedder(cfg); err != nil {
+		return nil, fmt.Errorf("embedder: %w", err)
+	}
+	if opts.API {
+		kw, _, err := KeywordIndex(cfg, a.Store)
+		if err != nil {
+			return nil, err
+		}
+		// A tenant's stored schemas drive query parsing as they drive extraction.
+		a.Recall = recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: cfg.DefaultSchema, Logger: log})
+		a.closers = append(a.closers, func() { a.Recall.Close() })
+		a.Deps = server.Deps{Store: a.Store, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Logger: log}
+		if a.Handlers, err = server.NewHandlers(a.Deps); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Worker {
+		w, err := newWorker(a.Temporal, cfg, a.Store, a.Embedder, log)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Start(); err != nil {
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+		a.closers = append(a.closers, w.Stop)
+		if err := StartBackground(ctx, a.Temporal, cfg); err != nil {
+			return nil, err
+		}
+		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
+	}
+	return a, nil
+}
+
+// OpenStore opens Postgres and applies the configured redaction and encryption
+// (ENGRAM_REDACT, ENGRAM_REDACT_ORIGINAL, ENGRAM_ENCRYPTION_KEY…).
+func OpenStore(ctx context.Context, cfg config.Config) (*storage.Store, error) {
+	p, err := storage.ParseProtection(cfg.Keyring, cfg.Redact, cfg.RedactOriginal)
+	if err != nil {
+		return nil, err
+	}
+	st, err := storage.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.SetProtection(p); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// HTTPHandler is everything `engram serve` answers on one port: the Connect,
+// gRPC and gRPC-Web API at its procedure paths, MCP's Streamable HTTP at /mcp,
+// /metrics, /healthz and /readyz, with a trace span for every request. It needs
+// Options.API.
+func (a *App) HTTPHandler() (http.Handler, error) {
+	if a.Recall == nil {
+		return nil, fmt.Errorf("app: HTTPHandler needs Build with Options.API")
+	}
+	api, err := server.New(a.Deps)
+	if err != nil {
+		return nil, err
+	}
+	mcpH, err := mcp.NewHTTPHandler(a.MCPOptions())
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", a.Metrics.CountHTTP("api", api))
+	mux.Handle("/mcp", a.Metrics.CountHTTP("mcp", mcpH))
+	mux.Handle("GET /metrics", a.Metrics.Handler())
+	mux.Handle("GET /healthz", telemetry.Healthz())
+	mux.Handle("GET /readyz", telemetry.Readyz(a.Store.DB().DB, a.Temporal))
+	return telemetry.TraceHTTP(mux), nil
+}
+
+// MCPOptions are the MCP server's tools over this app's handlers (HTTP at /mcp,
+// or `engram mcp` over stdio).
+func (a *App) MCPOptions() mcp.Options {
+	return mcp.Options{Handlers: a.Handlers, Keys: a.Store, Logger: a.Log, Observe: a.Metrics.ObserveTool}
+}
+
+// meteredRecaller observes every recall's latency (overall and per stage), the
+// retrievers behind its items and its outcome.
+type meteredRecaller struct {
+	next    server.Recaller
+	metrics *telemetry.Metrics
+}
+
+func (m meteredRecaller) Recall(ctx context.Context, req recall.Request) (recall.Response, error) {
+	start := time.Now()
+	res, err := m.next.Recall(ctx, req)
+	var retrievers [][]string
+	for _, it := range res.Items {
+		retrievers = append(retrievers, it.Retrievers)
+	}
+	m.metrics.ObserveRecall(time.Since(start), res.Timings, retrievers, err)
+	return res, err
+}
+
+// DialTemporal connects to Temporal. With m, the SDK's metrics are reported into
+// m's registry and the interceptors that count writes and extraction attempts
+// and trace workflows and activities are installed (they apply to workers
+// created from the client); commands that only start or query workflows pass nil.
+func DialTemporal(cfg config.Config, log *slog.Logger, m *telemetry.Metrics) (client.Client, error) {
+	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: tlog.NewStructuredLogger(log)}
+	if m != nil {
+		tracing, err := telemetry.TemporalTracing()
+		if err != nil {
+			return nil, fmt.Errorf("temporal tracing: %w", err)
+		}
+		opts.MetricsHandler = m.TemporalHandler()
+		opts.Interceptors = []interceptor.ClientInterceptor{tracing, m.Interceptor()}
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
