@@ -149,7 +149,7 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 		opts.Logger = slog.Default()
 	}
 	if schemas == nil {
-		schemas = func(_ context.Context, name string) (*schema.Schema, error) { return schema.Builtin(name) }
+		schemas = schema.Builtins
 	}
 	if kw == nil {
 		kw = NewPostgresKeyword(store)
@@ -176,20 +176,23 @@ func (e *Engine) Flush(ctx context.Context) error { return e.log.flush(ctx) }
 
 // schema returns a parsed schema, cached for a minute (schemas are versioned and
 // rarely change; parsing one per recall would cost more than the recall).
-func (e *Engine) schema(ctx context.Context, name string) (*schema.Schema, error) {
+// The cache is per tenant: a tenant's stored schema of a name wins over the
+// built-in one (schema.Stored), and one tenant's never answers another's recall.
+func (e *Engine) schema(ctx context.Context, tenantID, name string) (*schema.Schema, error) {
 	now := time.Now()
+	key := tenantID + "\x1f" + name
 	e.schemaMu.RLock()
-	ce, ok := e.schemaCache[name]
+	ce, ok := e.schemaCache[key]
 	e.schemaMu.RUnlock()
 	if ok && now.Sub(ce.at) < time.Minute {
 		return ce.s, nil
 	}
-	s, err := e.schemas(ctx, name)
+	s, err := e.schemas(schema.WithTenant(ctx, tenantID), name)
 	if err != nil {
 		return nil, err
 	}
 	e.schemaMu.Lock()
-	e.schemaCache[name] = schemaEntry{s: s, at: now}
+	e.schemaCache[key] = schemaEntry{s: s, at: now}
 	e.schemaMu.Unlock()
 	return s, nil
 }
@@ -312,7 +315,7 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	}
 
 	t := time.Now()
-	sch, err := e.schema(ctx, req.Schema)
+	sch, err := e.schema(ctx, req.Principal.TenantID, req.Schema)
 	if err != nil {
 		return Response{}, memory.FieldError{Field: "schema", Problem: err.Error()}
 	}
@@ -498,7 +501,7 @@ func (e *Engine) explainPlan(ctx context.Context, req Request) (plan, retrieverS
 	if err := e.validate(&req, now); err != nil {
 		return plan{}, 0, err
 	}
-	sch, err := e.schema(ctx, req.Schema)
+	sch, err := e.schema(ctx, req.Principal.TenantID, req.Schema)
 	if err != nil {
 		return plan{}, 0, memory.FieldError{Field: "schema", Problem: err.Error()}
 	}

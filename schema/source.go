@@ -85,6 +85,9 @@ func Stored(lookup Lookup) Source {
 		case !found && version > 0:
 			return nil, fmt.Errorf("schema %s has no stored version %d", name, version)
 		case !found:
+			if _, ok := builtinSource(name); !ok {
+				return nil, fmt.Errorf("unknown schema %q: this tenant stored none of that name and it is not built in (built-ins: %s)", name, strings.Join(BuiltinNames(), ", "))
+			}
 			return Builtin(name)
 		}
 		key := fmt.Sprintf("%s\x1f%s\x1f%d", tenant, name, got)

@@ -757,11 +757,8 @@ func (s *memoryServer) Recall(ctx context.Context, req *connect.Request[engramv1
 		}
 		rq.AsOf = m.AsOf.AsTime()
 	}
-	if rq.Schema != "" {
-		if _, err := schema.Builtin(rq.Schema); err != nil {
-			return nil, fieldErr("schema", fmt.Sprintf("unknown schema %q (allowed: %s)", rq.Schema, strings.Join(schema.BuiltinNames(), ", ")))
-		}
-	}
+	// rq.Schema may name a tenant's stored schema: the engine resolves it for the
+	// caller's tenant and answers an unknown name as a schema field error.
 	for i, sc := range m.Scopes {
 		v := scopeIn(sc)
 		if !v.Valid() {
