@@ -8,7 +8,10 @@
 // Engram's domain.
 package embedding
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // DefaultEmbeddingDim is the dimension both embedders produce unless told otherwise.
 // It equals storage.EmbeddingDim, the dimension of every vector column: a database
@@ -24,4 +27,18 @@ type Embedder interface {
 	Name() string
 	Dim() int
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Cosine is the cosine of two vectors of one length (0 when either is zero).
+func Cosine(x, y []float32) float64 {
+	var dot, nx, ny float64
+	for i := range x {
+		dot += float64(x[i]) * float64(y[i])
+		nx += float64(x[i]) * float64(x[i])
+		ny += float64(y[i]) * float64(y[i])
+	}
+	if nx == 0 || ny == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(nx*ny)
 }

@@ -10,16 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func cosine(a, b []float32) float64 {
-	var dot, na, nb float64
-	for i := range a {
-		dot += float64(a[i]) * float64(b[i])
-		na += float64(a[i]) * float64(a[i])
-		nb += float64(b[i]) * float64(b[i])
-	}
-	return dot / math.Sqrt(na*nb)
-}
-
 func norm2(v []float32) float64 {
 	var s float64
 	for _, x := range v {
@@ -55,8 +45,8 @@ func TestNGramEmbedderDeterministic(t *testing.T) {
 // NFKC and lower-casing: full-width digits and letters, and case, do not matter.
 func TestNGramEmbedderNormalises(t *testing.T) {
 	e := NewNGramEmbedder(0)
-	assert.InDelta(t, 1, cosine(e.Vector("订单１２３４５"), e.Vector("订单12345")), 1e-6)
-	assert.InDelta(t, 1, cosine(e.Vector("Direct FLIGHTS"), e.Vector("direct flights")), 1e-6)
+	assert.InDelta(t, 1, Cosine(e.Vector("订单１２３４５"), e.Vector("订单12345")), 1e-6)
+	assert.InDelta(t, 1, Cosine(e.Vector("Direct FLIGHTS"), e.Vector("direct flights")), 1e-6)
 }
 
 func TestNGramEmbedderSimilarity(t *testing.T) {
@@ -72,8 +62,8 @@ func TestNGramEmbedderSimilarity(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.text, func(t *testing.T) {
 			v := e.Vector(c.text)
-			rel := cosine(v, e.Vector(c.related))
-			unrel := cosine(v, e.Vector(c.unrelated))
+			rel := Cosine(v, e.Vector(c.related))
+			unrel := Cosine(v, e.Vector(c.unrelated))
 			t.Logf("related %.3f unrelated %.3f", rel, unrel)
 			// Lexical similarity is modest in absolute terms (two short Chinese
 			// sentences may share one word); what recall needs is the order, with a margin.

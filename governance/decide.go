@@ -150,7 +150,10 @@ func ValidateProposal(p Proposal) error {
 //     - retraction: INVALIDATE the current ACTIVE revision; NOOP when there is none or
 //     when the candidate names an object that is not the current value;
 //     - same normalised object as the current ACTIVE revision, or Similarity ≥
-//     DuplicateSimilarity → DUPLICATE;
+//     DuplicateSimilarity → DUPLICATE; with no ACTIVE revision, an ACTIVE fact of
+//     another key (a many-valued predicate's other value) in the same scope, of
+//     the same subject and predicate, with Similarity ≥ DuplicateSimilarity →
+//     DUPLICATE of it (restated);
 //     - event older than a stored revision (EventTime before its ObservedAt) →
 //     HISTORICAL before the earliest such revision, or DUPLICATE of the revision
 //     in force at EventTime when that one has the same value;
@@ -269,6 +272,11 @@ func plan(cfg Config, p Proposal, existing []Existing, trusted bool) Decision {
 	if current != nil && sameValue(cfg, c.Object, *current) {
 		return duplicate(cfg, d, *current, c, what, trusted)
 	}
+	if current == nil {
+		if near := restated(cfg, p, existing); near != nil {
+			return duplicate(cfg, d, *near, c, what, trusted)
+		}
+	}
 
 	// A late event: some stored revision comes from a newer event.
 	var next, prev *Existing
@@ -384,6 +392,26 @@ func broader(p Proposal, existing []Existing) []Existing {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Scope.Scope.Breadth() < out[j].Scope.Scope.Breadth() })
 	return out
+}
+
+// restated finds the ACTIVE fact a candidate restates in other words. A value of
+// a many-valued predicate is its own memory key, so "direct flights" and "flying
+// direct" have different keys: a fact of another key with the same scope, subject
+// and predicate whose embedding is at least DuplicateSimilarity close to the
+// candidate's is that value, not a new one (the closest wins).
+func restated(cfg Config, p Proposal, existing []Existing) *Existing {
+	var best *Existing
+	for i, e := range existing {
+		if e.MemoryKey == p.MemoryKey || e.Status != memory.FactActive || e.Scope.Key() != p.Scope.Key() ||
+			e.Similarity <= 0 || e.Similarity < cfg.DuplicateSimilarity ||
+			normalize(e.Subject) != normalize(p.Candidate.Subject) || normalize(e.Predicate) != normalize(p.Candidate.Predicate) {
+			continue
+		}
+		if best == nil || e.Similarity > best.Similarity {
+			best = &existing[i]
+		}
+	}
+	return best
 }
 
 func sameValue(cfg Config, object string, e Existing) bool {

@@ -544,3 +544,51 @@ func TestNormalize(t *testing.T) {
 		assert.Equal(t, want, normalize(in), in)
 	}
 }
+
+// A many-valued predicate's value restated in other words has another memory key;
+// an ACTIVE fact of that other key in the same scope, of the same subject and
+// predicate, at least DuplicateSimilarity close, is the value restated. The
+// closest wins; other scopes, closed facts and values below the threshold do not
+// count.
+func TestDecideRestatedValue(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DuplicateSimilarity = 0.9
+	p := prop("flying direct", func(p *Proposal) {
+		p.Candidate.Predicate, p.MemoryKey = "prefers", "USER:u1|user|prefers|flying direct"
+	})
+	other := func(id, object string, s float64, mod ...func(*Existing)) Existing {
+		e := rev(id, 1, object, memory.FactActive, t1, sim(s), func(e *Existing) {
+			e.Predicate, e.MemoryKey = "prefers", "USER:u1|user|prefers|"+object
+		})
+		for _, m := range mod {
+			m(&e)
+		}
+		return e
+	}
+	cases := []struct {
+		name     string
+		existing []Existing
+		action   Action
+		target   string
+	}{
+		{"closest restatement → DUPLICATE of it", []Existing{other("f1", "direct flights", 0.93), other("f2", "direct flight", 0.95), other("f3", "window seats", 0.2)}, ActionDuplicate, "f2"},
+		{"below the threshold → CREATE", []Existing{other("f1", "direct flights", 0.89)}, ActionCreate, ""},
+		{"similarity unknown → CREATE", []Existing{other("f1", "direct flights", 0)}, ActionCreate, ""},
+		{"another scope → CREATE", []Existing{other("f1", "direct flights", 0.99, func(e *Existing) { e.Scope = taskRef })}, ActionCreate, ""},
+		{"closed fact → CREATE", []Existing{other("f1", "direct flights", 0.99, func(e *Existing) { e.Status = memory.FactSuperseded })}, ActionCreate, ""},
+		{"another predicate → CREATE", []Existing{other("f1", "direct flights", 0.99, func(e *Existing) { e.Predicate = "dislikes" })}, ActionCreate, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(cfg, p, tc.existing)
+			assert.Equal(t, tc.action, d.Action, d.Reason)
+			if tc.target == "" {
+				assert.Nil(t, d.Target)
+			} else {
+				require.NotNil(t, d.Target)
+				assert.Equal(t, tc.target, d.Target.FactID)
+				assert.Contains(t, d.Reason, "similar value (cosine 0.95 ≥ 0.90)")
+			}
+		})
+	}
+}

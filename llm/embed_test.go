@@ -14,16 +14,6 @@ import (
 	"github.com/engramhq/engram/internal/fakeopenai"
 )
 
-func cosine(a, b []float32) float64 {
-	var dot, na, nb float64
-	for i := range a {
-		dot += float64(a[i]) * float64(b[i])
-		na += float64(a[i]) * float64(a[i])
-		nb += float64(b[i]) * float64(b[i])
-	}
-	return dot / math.Sqrt(na*nb)
-}
-
 func norm2(v []float32) float64 {
 	var s float64
 	for _, x := range v {

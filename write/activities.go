@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
@@ -433,8 +434,9 @@ func toExisting(f storage.Fact) governance.Existing {
 	}
 }
 
-// loadExisting reads the revisions of the proposal's key and the broader-scope
-// facts of the same subject and predicate.
+// loadExisting reads the revisions of the proposal's key and the other ACTIVE
+// facts of the same subject and predicate (broader scopes, other values), each
+// with its value's similarity to the candidate's.
 func (a *MemoryActivities) loadExisting(ctx context.Context, db bun.IDB, tenantID, userID string, p governance.Proposal) ([]governance.Existing, error) {
 	revs, err := storage.Revisions(ctx, db, tenantID, p.MemoryKey)
 	if err != nil {
@@ -455,7 +457,50 @@ func (a *MemoryActivities) loadExisting(ctx context.Context, db bun.IDB, tenantI
 			out = append(out, toExisting(f))
 		}
 	}
-	return out, nil
+	return out, a.withSimilarity(ctx, p.Candidate, out)
+}
+
+// withSimilarity sets the cosine between the candidate's value and each existing
+// fact's value (governance.Existing.Similarity), so a value restated in other
+// words ("direct flights" / "flying direct") is a duplicate once it reaches
+// ENGRAM_DUPLICATE_SIMILARITY. Values are compared, not contents: a content's
+// shared wording ("The user prefers …") would make any two values of a
+// predicate look alike. Values whose numbers differ ("8000 CNY" / "9000 CNY",
+// two dates, two order ids) are never similar, however close their vectors.
+// Without an embedder only exact values match.
+func (a *MemoryActivities) withSimilarity(ctx context.Context, c memory.Candidate, existing []governance.Existing) error {
+	if a.Embedder == nil || strings.TrimSpace(c.Object) == "" {
+		return nil
+	}
+	texts := []string{c.Object}
+	var idx []int
+	for i, e := range existing {
+		if e.Object != "" && schema.NormalizeValue(e.Object) != schema.NormalizeValue(c.Object) && digits(e.Object) == digits(c.Object) {
+			texts = append(texts, e.Object)
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	vecs, err := a.Embedder.Embed(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("embed values for duplicate detection: %w", err)
+	}
+	for j, i := range idx {
+		existing[i].Similarity = embedding.Cosine(vecs[0], vecs[j+1])
+	}
+	return nil
+}
+
+// digits is the string's digits in order: values that differ in them differ.
+func digits(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsDigit(r) {
+			return r
+		}
+		return -1
+	}, s)
 }
 
 // Govern decides each candidate against stored memory and records the candidates
