@@ -2,15 +2,11 @@ package recall
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/engramhq/engram/storage"
 )
 
 // accessEntry is one recall to log: who, why, what was asked and what was returned.
@@ -21,11 +17,10 @@ type accessEntry struct {
 }
 
 // accessLogger writes access_log rows and bumps access_count/last_accessed_at of
-// the facts returned. Each write is one INSERT (one row per recall) and one UPDATE
-// (each fact once, counted as often as it was returned), for a single recall or a
-// batch of queued ones.
+// the facts returned (storage.RecordAccess: one INSERT and one UPDATE), for a
+// single recall or a batch of queued ones.
 type accessLogger struct {
-	db     *bun.DB
+	store  *storage.Store
 	mode   AccessLogMode
 	logger *slog.Logger
 
@@ -38,8 +33,8 @@ type accessLogger struct {
 
 const accessQueueSize = 4096
 
-func newAccessLogger(db *bun.DB, mode AccessLogMode, logger *slog.Logger) *accessLogger {
-	l := &accessLogger{db: db, mode: mode, logger: logger, done: make(chan struct{})}
+func newAccessLogger(store *storage.Store, mode AccessLogMode, logger *slog.Logger) *accessLogger {
+	l := &accessLogger{store: store, mode: mode, logger: logger, done: make(chan struct{})}
 	if mode == AccessLogAsync {
 		l.queue = make(chan accessEntry, accessQueueSize)
 		go l.loop()
@@ -125,24 +120,11 @@ func (l *accessLogger) close() error {
 	return nil
 }
 
-// write stores the entries: one access_log row each, and for every fact returned
-// access_count += times returned, last_accessed_at = latest. The update touches
-// unindexed columns only, so it stays a HOT update (see the recall migration).
+// write stores the entries through the store's one access-log writer, counting
+// the facts returned as read.
 func (l *accessLogger) write(ctx context.Context, es []accessEntry) error {
-	if len(es) == 0 {
-		return nil
-	}
-	var sb strings.Builder
-	var args []any
-	sb.WriteString("INSERT INTO access_log (tenant_id, principal, purpose, user_id, query, fact_ids, evidence_ids, at) VALUES ")
-	type bump struct {
-		tenant, id string
-		n          int
-		at         time.Time
-	}
-	bumps := map[string]*bump{}
-	var bumpOrder []string
-	for i, e := range es {
+	rows := make([]storage.AccessEntry, 0, len(es))
+	for _, e := range es {
 		var fids, eids []string
 		for _, it := range e.items {
 			if !isUUID(it.ID) {
@@ -150,68 +132,16 @@ func (l *accessLogger) write(ctx context.Context, es []accessEntry) error {
 			}
 			if it.Kind == KindFact {
 				fids = append(fids, it.ID)
-				key := e.req.Principal.TenantID + "/" + it.ID
-				b, ok := bumps[key]
-				if !ok {
-					b = &bump{tenant: e.req.Principal.TenantID, id: it.ID}
-					bumps[key] = b
-					bumpOrder = append(bumpOrder, key)
-				}
-				b.n++
-				if e.at.After(b.at) {
-					b.at = e.at
-				}
 			} else {
 				eids = append(eids, it.ID)
 			}
 		}
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?::uuid[], ?::uuid[], ?)")
 		principal := e.req.Principal.ID
 		if principal == "" {
 			principal = "user:" + e.req.Principal.UserID
 		}
-		q := e.req.Query
-		if len(q) > 1000 {
-			q = q[:1000]
-		}
-		args = append(args, e.req.Principal.TenantID, principal, e.req.Purpose, e.req.Principal.UserID, q,
-			pgdialect.Array(nonNil(fids)), pgdialect.Array(nonNil(eids)), e.at)
+		rows = append(rows, storage.AccessEntry{TenantID: e.req.Principal.TenantID, Principal: principal, Purpose: e.req.Purpose,
+			UserID: e.req.Principal.UserID, Query: e.req.Query, FactIDs: fids, EvidenceIDs: eids, At: e.at})
 	}
-	return l.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewRaw(sb.String(), args...).Exec(ctx); err != nil {
-			return fmt.Errorf("insert access log: %w", err)
-		}
-		if len(bumps) == 0 {
-			return nil
-		}
-		// Sorted so that concurrent writers lock rows in the same order.
-		slices.Sort(bumpOrder)
-		tenants := make([]string, 0, len(bumps))
-		ids := make([]string, 0, len(bumps))
-		ns := make([]int, 0, len(bumps))
-		ats := make([]time.Time, 0, len(bumps))
-		for _, key := range bumpOrder {
-			b := bumps[key]
-			tenants, ids, ns, ats = append(tenants, b.tenant), append(ids, b.id), append(ns, b.n), append(ats, b.at)
-		}
-		_, err := tx.NewRaw(`UPDATE facts f SET access_count = f.access_count + u.n,
-			last_accessed_at = greatest(coalesce(f.last_accessed_at, u.at), u.at)
-			FROM unnest(?::text[], ?::uuid[], ?::int[], ?::timestamptz[]) AS u(tenant_id, id, n, at)
-			WHERE f.tenant_id = u.tenant_id AND f.id = u.id`,
-			pgdialect.Array(tenants), pgdialect.Array(ids), pgdialect.Array(ns), pgdialect.Array(ats)).Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("update access counts: %w", err)
-		}
-		return nil
-	})
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+	return l.store.RecordAccess(ctx, rows, true)
 }

@@ -164,7 +164,7 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 	}
 	_, pg := kw.(*PostgresKeyword)
 	e := &Engine{store: store, db: store.DB(), emb: emb, kw: kw, pgKW: pg, schemas: schemas, opts: opts, schemaCache: map[string]schemaEntry{}}
-	e.log = newAccessLogger(store.DB(), opts.AccessLog, opts.Logger)
+	e.log = newAccessLogger(store, opts.AccessLog, opts.Logger)
 	return e
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/engramhq/engram/memory"
 )
@@ -365,25 +367,90 @@ type AccessEntry struct {
 const MaxLoggedQuery = 2000
 
 // LogAccess records that principal read a user's memory for purpose: the query and
-// the ids returned. Recall and every API read call it once per request.
+// the ids returned. Every API read calls it once per request; recall writes its
+// entries in batches through RecordAccess.
 func (s *Store) LogAccess(ctx context.Context, tenantID, principal, purpose, userID, query string, factIDs, evidenceIDs []string) error {
-	if err := checkTenant(tenantID); err != nil {
-		return err
+	return s.RecordAccess(ctx, []AccessEntry{{TenantID: tenantID, Principal: principal, Purpose: purpose, UserID: userID,
+		Query: query, FactIDs: factIDs, EvidenceIDs: evidenceIDs}}, false)
+}
+
+// RecordAccess stores access-log entries in one statement, the only writer of
+// access_log: a query longer than MaxLoggedQuery characters is cut at a
+// character boundary, an entry's time defaults to now. With countReads, every
+// fact returned also gets access_count += times returned and last_accessed_at =
+// the latest read (recall: what is used stays important; an audit listing is not
+// use). The update touches unindexed columns only, so it stays a HOT update.
+func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads bool) error {
+	if len(es) == 0 {
+		return nil
 	}
-	if r := []rune(query); len(r) > MaxLoggedQuery {
-		query = string(r[:MaxLoggedQuery])
+	type bump struct {
+		n  int
+		at time.Time
 	}
-	if factIDs == nil {
-		factIDs = []string{}
+	bumps := map[[2]string]*bump{}
+	now := time.Now().UTC()
+	for i := range es {
+		e := &es[i]
+		if err := checkTenant(e.TenantID); err != nil {
+			return err
+		}
+		if r := []rune(e.Query); len(r) > MaxLoggedQuery {
+			e.Query = string(r[:MaxLoggedQuery])
+		}
+		if e.FactIDs == nil {
+			e.FactIDs = []string{}
+		}
+		if e.EvidenceIDs == nil {
+			e.EvidenceIDs = []string{}
+		}
+		if e.At.IsZero() {
+			e.At = now
+		}
+		if !countReads {
+			continue
+		}
+		for _, id := range e.FactIDs {
+			k := [2]string{e.TenantID, id}
+			b := bumps[k]
+			if b == nil {
+				b = &bump{}
+				bumps[k] = b
+			}
+			b.n++
+			if e.At.After(b.at) {
+				b.at = e.At
+			}
+		}
 	}
-	if evidenceIDs == nil {
-		evidenceIDs = []string{}
-	}
-	e := &AccessEntry{TenantID: tenantID, Principal: principal, Purpose: purpose, UserID: userID, Query: query, FactIDs: factIDs, EvidenceIDs: evidenceIDs}
-	if _, err := s.db.NewInsert().Model(e).ExcludeColumn("id", "at").Exec(ctx); err != nil {
-		return fmt.Errorf("log access: %w", err)
-	}
-	return nil
+	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(&es).ExcludeColumn("id").Exec(ctx); err != nil {
+			return fmt.Errorf("log access: %w", err)
+		}
+		if len(bumps) == 0 {
+			return nil
+		}
+		// Sorted so that concurrent writers lock rows in the same order.
+		keys := make([][2]string, 0, len(bumps))
+		for k := range bumps {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(x, y [2]string) int { return strings.Compare(x[0]+"/"+x[1], y[0]+"/"+y[1]) })
+		tenants, ids := make([]string, len(keys)), make([]string, len(keys))
+		ns, ats := make([]int, len(keys)), make([]time.Time, len(keys))
+		for i, k := range keys {
+			tenants[i], ids[i], ns[i], ats[i] = k[0], k[1], bumps[k].n, bumps[k].at
+		}
+		_, err := tx.NewRaw(`UPDATE facts f SET access_count = f.access_count + u.n,
+			last_accessed_at = greatest(coalesce(f.last_accessed_at, u.at), u.at)
+			FROM unnest(?::text[], ?::uuid[], ?::int[], ?::timestamptz[]) AS u(tenant_id, id, n, at)
+			WHERE f.tenant_id = u.tenant_id AND f.id = u.id`,
+			pgdialect.Array(tenants), pgdialect.Array(ids), pgdialect.Array(ns), pgdialect.Array(ats)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("update access counts: %w", err)
+		}
+		return nil
+	})
 }
 
 // AccessFilter narrows an audit listing. Empty fields do not filter.
