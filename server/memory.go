@@ -791,7 +791,7 @@ func recallOut(r recall.Response) *engramv1.RecallResponse {
 		})
 	}
 	if t := r.Task; t != nil {
-		out.Task = &engramv1.RecallTask{TaskId: t.TaskID, Goal: t.Goal, State: string(t.State), Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
+		out.Task = &engramv1.RecallTask{TaskId: t.TaskID, Goal: t.Goal, State: taskStateOut(t.State), Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
 	}
 	return out
 }

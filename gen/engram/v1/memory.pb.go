@@ -1305,8 +1305,8 @@ type RecallTask struct {
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Goal.
 	Goal string `protobuf:"bytes,2,opt,name=goal,proto3" json:"goal,omitempty"`
-	// State name, e.g. EXECUTING.
-	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// State.
+	State TaskState `protobuf:"varint,8,opt,name=state,proto3,enum=engram.v1.TaskState" json:"state,omitempty"`
 	// Steps done.
 	Done []string `protobuf:"bytes,4,rep,name=done,proto3" json:"done,omitempty"`
 	// Steps to do.
@@ -1363,11 +1363,11 @@ func (x *RecallTask) GetGoal() string {
 	return ""
 }
 
-func (x *RecallTask) GetState() string {
+func (x *RecallTask) GetState() TaskState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return TaskState_TASK_STATE_UNSPECIFIED
 }
 
 func (x *RecallTask) GetDone() []string {
@@ -2025,7 +2025,7 @@ var File_engram_v1_memory_proto protoreflect.FileDescriptor
 
 const file_engram_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x16engram/v1/memory.proto\x12\tengram.v1\x1a\x15engram/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x04\n" +
+	"\x16engram/v1/memory.proto\x12\tengram.v1\x1a\x14engram/v1/task.proto\x1a\x15engram/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x04\n" +
 	"\x05Event\x12'\n" +
 	"\x0fidempotency_key\x18\x01 \x01(\tR\x0eidempotencyKey\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12#\n" +
@@ -2144,17 +2144,17 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x03why\x18\x12 \x01(\tR\x03why\"<\n" +
 	"\x0eContextSection\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12\x14\n" +
-	"\x05lines\x18\x02 \x03(\tR\x05lines\"\xb3\x01\n" +
+	"\x05lines\x18\x02 \x03(\tR\x05lines\"\xcf\x01\n" +
 	"\n" +
 	"RecallTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
-	"\x04goal\x18\x02 \x01(\tR\x04goal\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
+	"\x04goal\x18\x02 \x01(\tR\x04goal\x12*\n" +
+	"\x05state\x18\b \x01(\x0e2\x14.engram.v1.TaskStateR\x05state\x12\x12\n" +
 	"\x04done\x18\x04 \x03(\tR\x04done\x12\x12\n" +
 	"\x04todo\x18\x05 \x03(\tR\x04todo\x12\x1b\n" +
 	"\tnext_step\x18\x06 \x01(\tR\bnextStep\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\a \x01(\tR\tlastError\"\x82\x02\n" +
+	"last_error\x18\a \x01(\tR\tlastErrorJ\x04\b\x03\x10\x04\"\x82\x02\n" +
 	"\x0eRecallResponse\x12\x18\n" +
 	"\acontext\x18\x01 \x01(\tR\acontext\x125\n" +
 	"\bsections\x18\x02 \x03(\v2\x19.engram.v1.ContextSectionR\bsections\x12+\n" +
@@ -2270,7 +2270,8 @@ var file_engram_v1_memory_proto_goTypes = []any{
 	(Origin)(0),                    // 30: engram.v1.Origin
 	(Scope)(0),                     // 31: engram.v1.Scope
 	(FactStatus)(0),                // 32: engram.v1.FactStatus
-	(*Fact)(nil),                   // 33: engram.v1.Fact
+	(TaskState)(0),                 // 33: engram.v1.TaskState
+	(*Fact)(nil),                   // 34: engram.v1.Fact
 }
 var file_engram_v1_memory_proto_depIdxs = []int32{
 	0,  // 0: engram.v1.Event.actor_type:type_name -> engram.v1.ActorType
@@ -2297,35 +2298,36 @@ var file_engram_v1_memory_proto_depIdxs = []int32{
 	25, // 21: engram.v1.RecallItem.valid_from:type_name -> google.protobuf.Timestamp
 	25, // 22: engram.v1.RecallItem.valid_until:type_name -> google.protobuf.Timestamp
 	25, // 23: engram.v1.RecallItem.occurred_at:type_name -> google.protobuf.Timestamp
-	11, // 24: engram.v1.RecallResponse.sections:type_name -> engram.v1.ContextSection
-	10, // 25: engram.v1.RecallResponse.items:type_name -> engram.v1.RecallItem
-	12, // 26: engram.v1.RecallResponse.task:type_name -> engram.v1.RecallTask
-	25, // 27: engram.v1.RecallResponse.as_of:type_name -> google.protobuf.Timestamp
-	33, // 28: engram.v1.GetFactResponse.fact:type_name -> engram.v1.Fact
-	31, // 29: engram.v1.ListFactsRequest.scope:type_name -> engram.v1.Scope
-	32, // 30: engram.v1.ListFactsRequest.statuses:type_name -> engram.v1.FactStatus
-	33, // 31: engram.v1.ListFactsResponse.facts:type_name -> engram.v1.Fact
-	33, // 32: engram.v1.FactHistoryResponse.revisions:type_name -> engram.v1.Fact
-	33, // 33: engram.v1.InvalidateFactResponse.fact:type_name -> engram.v1.Fact
-	4,  // 34: engram.v1.MemoryService.Ingest:input_type -> engram.v1.IngestRequest
-	9,  // 35: engram.v1.MemoryService.Recall:input_type -> engram.v1.RecallRequest
-	14, // 36: engram.v1.MemoryService.GetFact:input_type -> engram.v1.GetFactRequest
-	16, // 37: engram.v1.MemoryService.ListFacts:input_type -> engram.v1.ListFactsRequest
-	18, // 38: engram.v1.MemoryService.FactHistory:input_type -> engram.v1.FactHistoryRequest
-	20, // 39: engram.v1.MemoryService.InvalidateFact:input_type -> engram.v1.InvalidateFactRequest
-	22, // 40: engram.v1.MemoryService.Forget:input_type -> engram.v1.ForgetRequest
-	7,  // 41: engram.v1.MemoryService.Ingest:output_type -> engram.v1.IngestResponse
-	13, // 42: engram.v1.MemoryService.Recall:output_type -> engram.v1.RecallResponse
-	15, // 43: engram.v1.MemoryService.GetFact:output_type -> engram.v1.GetFactResponse
-	17, // 44: engram.v1.MemoryService.ListFacts:output_type -> engram.v1.ListFactsResponse
-	19, // 45: engram.v1.MemoryService.FactHistory:output_type -> engram.v1.FactHistoryResponse
-	21, // 46: engram.v1.MemoryService.InvalidateFact:output_type -> engram.v1.InvalidateFactResponse
-	23, // 47: engram.v1.MemoryService.Forget:output_type -> engram.v1.ForgetResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	33, // 24: engram.v1.RecallTask.state:type_name -> engram.v1.TaskState
+	11, // 25: engram.v1.RecallResponse.sections:type_name -> engram.v1.ContextSection
+	10, // 26: engram.v1.RecallResponse.items:type_name -> engram.v1.RecallItem
+	12, // 27: engram.v1.RecallResponse.task:type_name -> engram.v1.RecallTask
+	25, // 28: engram.v1.RecallResponse.as_of:type_name -> google.protobuf.Timestamp
+	34, // 29: engram.v1.GetFactResponse.fact:type_name -> engram.v1.Fact
+	31, // 30: engram.v1.ListFactsRequest.scope:type_name -> engram.v1.Scope
+	32, // 31: engram.v1.ListFactsRequest.statuses:type_name -> engram.v1.FactStatus
+	34, // 32: engram.v1.ListFactsResponse.facts:type_name -> engram.v1.Fact
+	34, // 33: engram.v1.FactHistoryResponse.revisions:type_name -> engram.v1.Fact
+	34, // 34: engram.v1.InvalidateFactResponse.fact:type_name -> engram.v1.Fact
+	4,  // 35: engram.v1.MemoryService.Ingest:input_type -> engram.v1.IngestRequest
+	9,  // 36: engram.v1.MemoryService.Recall:input_type -> engram.v1.RecallRequest
+	14, // 37: engram.v1.MemoryService.GetFact:input_type -> engram.v1.GetFactRequest
+	16, // 38: engram.v1.MemoryService.ListFacts:input_type -> engram.v1.ListFactsRequest
+	18, // 39: engram.v1.MemoryService.FactHistory:input_type -> engram.v1.FactHistoryRequest
+	20, // 40: engram.v1.MemoryService.InvalidateFact:input_type -> engram.v1.InvalidateFactRequest
+	22, // 41: engram.v1.MemoryService.Forget:input_type -> engram.v1.ForgetRequest
+	7,  // 42: engram.v1.MemoryService.Ingest:output_type -> engram.v1.IngestResponse
+	13, // 43: engram.v1.MemoryService.Recall:output_type -> engram.v1.RecallResponse
+	15, // 44: engram.v1.MemoryService.GetFact:output_type -> engram.v1.GetFactResponse
+	17, // 45: engram.v1.MemoryService.ListFacts:output_type -> engram.v1.ListFactsResponse
+	19, // 46: engram.v1.MemoryService.FactHistory:output_type -> engram.v1.FactHistoryResponse
+	21, // 47: engram.v1.MemoryService.InvalidateFact:output_type -> engram.v1.InvalidateFactResponse
+	23, // 48: engram.v1.MemoryService.Forget:output_type -> engram.v1.ForgetResponse
+	42, // [42:49] is the sub-list for method output_type
+	35, // [35:42] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_engram_v1_memory_proto_init() }
@@ -2333,6 +2335,7 @@ func file_engram_v1_memory_proto_init() {
 	if File_engram_v1_memory_proto != nil {
 		return
 	}
+	file_engram_v1_task_proto_init()
 	file_engram_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -6,6 +6,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { CandidateStatus, Fact, FactStatus, MemoryType, Origin, Scope, ScopeRef } from "./types_pb.js";
+import type { TaskState } from "./task_pb.js";
 
 /**
  * Describes the file engram/v1/memory.proto.
@@ -736,11 +737,11 @@ export declare type RecallTask = Message<"engram.v1.RecallTask"> & {
   goal: string;
 
   /**
-   * State name, e.g. EXECUTING.
+   * State.
    *
-   * @generated from field: string state = 3;
+   * @generated from field: engram.v1.TaskState state = 8;
    */
-  state: string;
+  state: TaskState;
 
   /**
    * Steps done.
