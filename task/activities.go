@@ -135,7 +135,7 @@ func (a *TaskActivities) client() *http.Client {
 func (a *TaskActivities) endpoint() (string, error) {
 	ep := strings.TrimRight(a.ActionEndpoint, "/")
 	if ep == "" {
-		return "", badInput("no action endpoint is configured (ENGRAM_ACTION_ENDPOINT)")
+		return "", badInput("no action endpoint is configured (ENGRAM_ACTION_URL)")
 	}
 	u, err := url.Parse(ep)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
