@@ -1,6 +1,7 @@
 // Package client is the Go client of Engram's API: a typed wrapper over the
 // generated Connect clients that sends the API key, generates idempotency keys for
 // Ingest, and retries calls that are safe to retry when the server is UNAVAILABLE.
+// It imports only the generated code.
 //
 //	c := client.New("http://127.0.0.1:8080", os.Getenv("ENGRAM_API_KEY"))
 //	res, err := c.Ingest(ctx, &engramv1.Event{UserId: "u1", Content: "预算不超过8000元", Schema: "travel"}, client.Wait())

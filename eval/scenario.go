@@ -4,6 +4,9 @@
 // through recall, and reports recall accuracy and what memory wrongly "remembers":
 // stale facts, scope and tenant leaks, unsupported facts. It also reads the public
 // LoCoMo format. The scenario format is documented in eval/README.md.
+//
+// It may import every engine package but app, server and cmd: the commands hand
+// it the embedder and extractor app builds.
 package eval
 
 import (

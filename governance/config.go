@@ -8,6 +8,8 @@
 // plus the ACTIVE facts with the same subject and predicate in other scopes, and passes
 // them as []Existing. Decide returns a Decision that the commit step applies; Review
 // applies a reviewer's verdict to a Decision that needed confirmation.
+//
+// It imports only memory.
 package governance
 
 import (

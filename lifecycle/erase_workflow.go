@@ -10,7 +10,6 @@ import (
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/write"
 )
 
 // EraseSubjectWorkflowName is the registered name of the erasure workflow.
@@ -102,12 +101,12 @@ func EraseSubject(ctx workflow.Context, in EraseSubjectInput) (EraseSubjectResul
 	var a *EraseActivities
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, NonRetryableErrorTypes: write.NonRetryable},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, NonRetryableErrorTypes: memory.NonRetryable},
 	})
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
 		HeartbeatTimeout:    in.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, NonRetryableErrorTypes: write.NonRetryable},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, NonRetryableErrorTypes: memory.NonRetryable},
 	})
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	var ts storage.Tombstone

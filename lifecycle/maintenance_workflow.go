@@ -9,7 +9,6 @@ import (
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/write"
 )
 
 // Registered names of the maintenance workflows (the schedules start them by name).
@@ -25,7 +24,7 @@ func maintenanceActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
 		HeartbeatTimeout:    time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10, NonRetryableErrorTypes: write.NonRetryable},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10, NonRetryableErrorTypes: memory.NonRetryable},
 	})
 }
 

@@ -1,7 +1,3 @@
-// Package maintenance wires Engram's memory life cycle into a worker: the erasure
-// workflow (right to be forgotten), key rotation, and the scheduled maintenance
-// workflows (expiry, decay and pruning, consolidation, schema report) with the
-// Temporal schedules that run them.
 package lifecycle
 
 import (

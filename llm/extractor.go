@@ -1,5 +1,7 @@
-// Package llm holds what turns text into candidate memories and vectors: the
-// OpenAI-compatible extractor, the offline rule extractor, embedders and summarisers.
+// Package llm holds what turns text into candidate memories: the
+// OpenAI-compatible client (extractor, embedder, summariser through go-openai),
+// the offline rule extractor and its abstention rules, and the extractive
+// summariser. It may import memory, schema and embedding.
 package llm
 
 import (

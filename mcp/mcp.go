@@ -4,6 +4,7 @@
 // agents that start a process). Every tool calls the API's own handler with the
 // principal of the caller's API key — a bearer token on HTTP, ENGRAM_API_KEY on
 // stdio — so the tenant, the roles and the validation are exactly the API's.
+// It imports only server.
 package mcp
 
 import (

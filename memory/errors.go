@@ -8,3 +8,7 @@ const (
 	// ErrTypeUnknownSchema: the named schema does not exist; non-retryable.
 	ErrTypeUnknownSchema = "UnknownSchema"
 )
+
+// NonRetryable lists the shared error types retry policies must not retry; the
+// write path adds its own (write.NonRetryable).
+var NonRetryable = []string{ErrTypeBadInput, ErrTypeUnknownSchema}

@@ -1,6 +1,7 @@
 // Package privacy holds Engram's data-protection pieces: a PII redactor applied to
 // evidence before it is stored and indexed, and an AES-GCM keyring that seals
-// content at rest with a key id per row so keys can rotate.
+// content at rest with a key id per row so keys can rotate. It imports only the
+// standard library.
 package privacy
 
 import (

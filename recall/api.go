@@ -1,6 +1,8 @@
 // Package recall answers "what should I remember right now?": hybrid retrieval over
 // governed facts and raw evidence, filtered by tenant, scope and time, fused and
-// packed into a compact context for an agent. It reads Postgres only.
+// packed into a compact context for an agent. It reads Postgres only, through
+// its one prepared statement and storage. It may import memory, schema, storage and
+// embedding.
 package recall
 
 import (

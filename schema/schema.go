@@ -2,7 +2,7 @@
 // event types and predicates of a domain, loaded from YAML. A schema bounds what an
 // extractor may write (it becomes the strict JSON Schema of the LLM's output), validates
 // what the extractor wrote, and carries the patterns that drive the offline rule
-// extractor.
+// extractor. It imports only memory.
 //
 // The YAML format, in short (see builtin/*.yaml for complete schemas):
 //

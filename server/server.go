@@ -3,6 +3,10 @@
 // and reflection, and API-key authentication. Handlers turn RPCs into Temporal
 // starts, updates and queries, and read Postgres; the tenant of every call comes
 // from its API key.
+//
+// It may import memory, schema, governance, storage, recall, config and the
+// feature packages (write, task, lifecycle) whose workflows it starts; it runs no
+// SQL of its own.
 package server
 
 import (

@@ -1,6 +1,9 @@
 // Package storage is Engram's source of truth: bun models, migrations and
 // repositories over Postgres with pgvector. Every method takes the tenant and
 // filters by it; nothing here trusts a tenant id found inside a request body.
+//
+// It is the only package that writes SQL (recall's prepared read statement aside),
+// and imports only memory, privacy and its migrations.
 package storage
 
 import (

@@ -1,7 +1,8 @@
 // Package telemetry is what an operator watches: Prometheus metrics (/metrics),
 // health and readiness (/healthz, /readyz) and OpenTelemetry traces through the
 // API, the workflows and the activities, exported over OTLP when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set.
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (config.Tracing). It may import write (to
+// count writes and extraction attempts by workflow name and result).
 package telemetry
 
 import (

@@ -1,5 +1,3 @@
-// Package activities holds the side-effecting steps Engram's workflows call: the
-// write path (record, extract, validate, govern, commit, index) and task actions.
 package write
 
 import (
@@ -34,7 +32,7 @@ const (
 )
 
 // NonRetryable lists the error types retry policies must not retry.
-var NonRetryable = []string{memory.ErrTypeBadInput, ErrTypeIdempotencyConflict, memory.ErrTypeUnknownSchema, ErrTypeExtractorRejected}
+var NonRetryable = append([]string{ErrTypeIdempotencyConflict, ErrTypeExtractorRejected}, memory.NonRetryable...)
 
 // MemoryActivities are the write path's steps; the struct holds their dependencies.
 type MemoryActivities struct {

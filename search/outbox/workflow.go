@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/search/typesense"
-	"github.com/engramhq/engram/write"
 )
 
 // Names of the Typesense indexing workflows. They are registered only when
@@ -66,7 +66,7 @@ func outboxActivityOptions(ctx workflow.Context) workflow.Context {
 		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			MaximumAttempts: 5, NonRetryableErrorTypes: write.NonRetryable,
+			MaximumAttempts: 5, NonRetryableErrorTypes: memory.NonRetryable,
 		},
 	})
 }
@@ -140,7 +140,7 @@ func TypesenseReindex(ctx workflow.Context, in TypesenseReindexInput) (typesense
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute,
-			MaximumAttempts: 20, NonRetryableErrorTypes: write.NonRetryable,
+			MaximumAttempts: 20, NonRetryableErrorTypes: memory.NonRetryable,
 		},
 	})
 	var a *OutboxActivities

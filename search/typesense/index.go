@@ -1,6 +1,7 @@
 // Package typesense is the scale-out keyword index: a recall.KeywordIndex backed by
 // a Typesense cluster through typesense-go/v2, fed from the Postgres outbox.
 // Postgres stays the source of truth; everything here can be rebuilt by Reindex.
+// It may import memory, storage and recall (the interface it implements).
 //
 // One collection (default "engram_memory") holds every tenant's documents, and
 // every query the adapter sends carries `tenant_id:=<tenant>`; see README.md for

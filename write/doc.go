@@ -1,0 +1,10 @@
+// Package write is the memory write path, grouped as one feature: the MemoryWrite
+// workflow (record → extract → validate → retry → govern → review → commit →
+// index) and the batch workflow, the review update and signal reviewers send from
+// the API or the Temporal Web UI, their activities (MemoryActivities), the
+// workflow ids (tenant + idempotency key), the start options and Register, which
+// puts all of it on a worker.
+//
+// It may import memory, schema, governance, storage, llm and embedding; it never
+// imports server, recall or the other feature packages (task, lifecycle).
+package write
