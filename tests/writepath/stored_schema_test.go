@@ -3,6 +3,7 @@ package writepath
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
@@ -29,6 +31,7 @@ predicates:
     memory_type: FACT
     value_type: string
     scopes: [USER]
+    mentions: ['猫.*叫什么', '\bpet''s name\b']
     examples:
       - {text: "我的猫叫年糕", object: "年糕", scope: USER, origin: STATED}
     patterns:
@@ -74,4 +77,41 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pets")
 	assert.Equal(t, 0, e.count("events", "tenant_id = 't2'"))
+}
+
+// A tenant's stored schema drives recall too: the query parser reads the
+// question with the tenant's predicates (the "pets" mention finds pet_name) and
+// the fact comes back first; a tenant without that schema gets a schema field
+// error that names the built-ins, never another tenant's schema.
+func TestStoredSchemaDrivesRecall(t *testing.T) {
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	q := testenv.TaskQueue(t)
+	em := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	schemas := schema.Stored(st.LookupSchema)
+	w := tworker.New(c, q, tworker.Options{})
+	write.Register(w, &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: em, Schemas: schemas, Gov: governance.DefaultConfig()})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	e := &env{t: t, st: st, c: c, queue: q}
+	ctx := context.Background()
+	require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
+	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
+	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
+
+	eng := recall.New(st, em, recall.NewPostgresKeyword(st), schemas, recall.Options{AccessLog: recall.AccessLogOff})
+	t.Cleanup(func() { eng.Close() })
+	res, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", UserID: "u1"}, Query: "我的猫叫什么？", Schema: "pets", AsOf: base.Add(time.Hour), K: 5, Explain: true})
+	require.NoError(t, err)
+	require.NotNil(t, res.Parsed)
+	assert.Contains(t, res.Parsed.Predicates, "pet_name", "the tenant's predicate parsed the question")
+	require.NotEmpty(t, res.Items)
+	assert.Equal(t, recall.KindFact, res.Items[0].Kind)
+	assert.Equal(t, "年糕", res.Items[0].Object)
+
+	_, err = eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t2", UserID: "u1"}, Query: "我的猫叫什么？", Schema: "pets", AsOf: base.Add(time.Hour)})
+	var fe memory.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "schema", fe.Field)
+	assert.Contains(t, fe.Problem, "general", "the error names the built-ins")
 }
