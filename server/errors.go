@@ -24,6 +24,7 @@ import (
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/task"
 	"github.com/engramhq/engram/write"
+	"github.com/uptrace/bun/driver/pgdriver"
 )
 
 // fieldErr is INVALID_ARGUMENT naming the field, with a BadRequest detail.
@@ -50,27 +51,39 @@ func prefixField(prefix string, err error) error {
 	return err
 }
 
-// unavailable reports whether err means Postgres or Temporal cannot be reached.
+// unavailable reports whether err means Postgres or Temporal cannot serve now, so
+// the caller should retry with backoff: a refused, reset or closed connection, a
+// network timeout, Postgres shutting down, starting, restarting or out of
+// connections (SQLSTATE class 08, 57P01-57P03, 53300), Temporal unavailable,
+// without the namespace (a dev server still starting, or wedged) or rate
+// limiting. It is the one place such errors are recognised.
 func unavailable(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
 	switch {
 	case errors.As(err, &oe), errors.As(err, &ne) && ne.Timeout():
 		return true
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, driver.ErrBadConn),
-		errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return true
+	}
+	var pe pgdriver.Error
+	if errors.As(err, &pe) {
+		code := pe.Field('C')
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 	}
 	var su *serviceerror.Unavailable
-	if errors.As(err, &su) {
+	var nsf *serviceerror.NamespaceNotFound
+	var re *serviceerror.ResourceExhausted
+	if errors.As(err, &su) || errors.As(err, &nsf) || errors.As(err, &re) {
 		return true
 	}
-	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable) {
+	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable || s.Code() == codes.ResourceExhausted) {
 		return true
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "the database system is shutting down") ||
-		strings.Contains(msg, "the database system is starting up")
+		strings.Contains(msg, "the database system is starting up") || strings.Contains(msg, "SQLSTATE=57P0")
 }
 
 // toConnect maps an error to a Connect error. Bad input, missing rows and conflicts
@@ -103,10 +116,14 @@ func toConnect(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeAlreadyExists, err)
 	case errors.Is(err, storage.ErrVersionConflict):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return connect.NewError(connect.CodeCanceled, errors.New("request cancelled"))
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	case errors.Is(err, context.DeadlineExceeded):
+		// The caller's deadline is not reached: a dependency's own timeout (a
+		// Temporal start while the server restarts).
+		return unavailableErr(ctx, err)
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -128,11 +145,15 @@ func toConnect(ctx context.Context, err error) error {
 		}
 	}
 	if unavailable(err) {
-		slog.WarnContext(ctx, "dependency unavailable", "error", err)
-		return connect.NewError(connect.CodeUnavailable, errors.New("a backing service (Postgres or Temporal) is unavailable; retry with backoff"))
+		return unavailableErr(ctx, err)
 	}
 	slog.ErrorContext(ctx, "internal error", "error", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error (logged on the server)"))
+}
+
+func unavailableErr(ctx context.Context, err error) error {
+	slog.WarnContext(ctx, "dependency unavailable", "error", err)
+	return connect.NewError(connect.CodeUnavailable, errors.New("a backing service (Postgres or Temporal) is unavailable; retry with backoff"))
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
