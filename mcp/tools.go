@@ -240,7 +240,7 @@ func (e *engine) remember(ctx context.Context, in rememberIn) (*sdk.CallToolResu
 	if in.WaitSeconds > 0 {
 		req.WaitTimeout = durationpb.New(time.Duration(in.WaitSeconds) * time.Second)
 	}
-	res, err := e.h.Memory.Ingest(ctx, connect.NewRequest(req))
+	res, err := call(ctx, req, e.h.Memory.Ingest)
 	if err != nil {
 		return nil, fieldRename(err, "event.", "")
 	}
@@ -282,7 +282,7 @@ func (e *engine) recall(ctx context.Context, in recallIn) (*sdk.CallToolResult, 
 	if req.AsOf, err = timeArg("as_of", in.AsOf); err != nil {
 		return nil, err
 	}
-	res, err := e.h.Memory.Recall(ctx, connect.NewRequest(req))
+	res, err := call(ctx, req, e.h.Memory.Recall)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +303,7 @@ func (e *engine) listFacts(ctx context.Context, in listFactsIn) (*sdk.CallToolRe
 		}
 		req.Statuses = append(req.Statuses, st)
 	}
-	res, err := e.h.Memory.ListFacts(ctx, connect.NewRequest(req))
+	res, err := call(ctx, req, e.h.Memory.ListFacts)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func (e *engine) listFacts(ctx context.Context, in listFactsIn) (*sdk.CallToolRe
 }
 
 func (e *engine) getFact(ctx context.Context, in factIDIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Memory.GetFact(ctx, connect.NewRequest(&engramv1.GetFactRequest{FactId: in.FactID}))
+	res, err := call(ctx, &engramv1.GetFactRequest{FactId: in.FactID}, e.h.Memory.GetFact)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (e *engine) getFact(ctx context.Context, in factIDIn) (*sdk.CallToolResult,
 }
 
 func (e *engine) factHistory(ctx context.Context, in factHistoryIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Memory.FactHistory(ctx, connect.NewRequest(&engramv1.FactHistoryRequest{MemoryKey: in.MemoryKey}))
+	res, err := call(ctx, &engramv1.FactHistoryRequest{MemoryKey: in.MemoryKey}, e.h.Memory.FactHistory)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (e *engine) factHistory(ctx context.Context, in factHistoryIn) (*sdk.CallTo
 }
 
 func (e *engine) forgetFact(ctx context.Context, in forgetFactIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Memory.InvalidateFact(ctx, connect.NewRequest(&engramv1.InvalidateFactRequest{FactId: in.FactID, Reason: in.Reason}))
+	res, err := call(ctx, &engramv1.InvalidateFactRequest{FactId: in.FactID, Reason: in.Reason}, e.h.Memory.InvalidateFact)
 	if err != nil {
 		return nil, err
 	}
@@ -350,14 +350,14 @@ func (e *engine) taskStart(ctx context.Context, in taskStartIn) (*sdk.CallToolRe
 	if len(steps) > 0 && strings.TrimSpace(in.Goal) == "" {
 		return nil, badArg("goal", "is empty: a task with steps needs its goal")
 	}
-	res, err := e.h.Task.StartTask(ctx, connect.NewRequest(&engramv1.StartTaskRequest{TaskId: in.TaskID, UserId: in.UserID, SessionId: in.SessionID}))
+	res, err := call(ctx, &engramv1.StartTaskRequest{TaskId: in.TaskID, UserId: in.UserID, SessionId: in.SessionID}, e.h.Task.StartTask)
 	if err != nil {
 		return nil, err
 	}
 	task := res.Msg.Task
 	if strings.TrimSpace(in.Goal) != "" {
-		up, err := e.h.Task.UpdateTask(ctx, connect.NewRequest(&engramv1.UpdateTaskRequest{TaskId: in.TaskID,
-			Op: &engramv1.UpdateTaskRequest_Plan{Plan: &engramv1.PlanOp{Goal: in.Goal, Steps: steps}}}))
+		up, err := call(ctx, &engramv1.UpdateTaskRequest{TaskId: in.TaskID,
+			Op: &engramv1.UpdateTaskRequest_Plan{Plan: &engramv1.PlanOp{Goal: in.Goal, Steps: steps}}}, e.h.Task.UpdateTask)
 		if err != nil {
 			return nil, fieldRename(err, "plan.", "")
 		}
@@ -367,7 +367,7 @@ func (e *engine) taskStart(ctx context.Context, in taskStartIn) (*sdk.CallToolRe
 }
 
 func (e *engine) taskGet(ctx context.Context, in taskIDIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Task.GetTask(ctx, connect.NewRequest(&engramv1.GetTaskRequest{TaskId: in.TaskID}))
+	res, err := call(ctx, &engramv1.GetTaskRequest{TaskId: in.TaskID}, e.h.Task.GetTask)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +375,7 @@ func (e *engine) taskGet(ctx context.Context, in taskIDIn) (*sdk.CallToolResult,
 }
 
 func (e *engine) taskStep(ctx context.Context, in taskRunStepIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Task.RunStep(ctx, connect.NewRequest(&engramv1.RunStepRequest{TaskId: in.TaskID, Step: in.Step}))
+	res, err := call(ctx, &engramv1.RunStepRequest{TaskId: in.TaskID, Step: in.Step}, e.h.Task.RunStep)
 	if err != nil {
 		return nil, err
 	}
@@ -383,9 +383,20 @@ func (e *engine) taskStep(ctx context.Context, in taskRunStepIn) (*sdk.CallToolR
 }
 
 func (e *engine) pendingReviews(ctx context.Context, in pendingIn) (*sdk.CallToolResult, error) {
-	res, err := e.h.Review.ListPending(ctx, connect.NewRequest(&engramv1.ListPendingRequest{UserId: in.UserID, Limit: int32(in.Limit)}))
+	res, err := call(ctx, &engramv1.ListPendingRequest{UserId: in.UserID, Limit: int32(in.Limit)}, e.h.Review.ListPending)
 	if err != nil {
 		return nil, err
 	}
 	return result(res.Msg, fmt.Sprintf("%d pending review(s)", len(res.Msg.Pending)))
+}
+
+// call is a handler call with the API's request checks (server.CheckRequest: the
+// interceptors do not run for in-process calls).
+func call[Req, Res any](ctx context.Context, req *Req, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
+	if m, ok := any(req).(proto.Message); ok {
+		if err := server.CheckRequest(m); err != nil {
+			return nil, err
+		}
+	}
+	return fn(ctx, connect.NewRequest(req))
 }

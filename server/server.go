@@ -69,10 +69,10 @@ func New(d Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []connect.HandlerOption{
-		connect.WithInterceptors(NewAuthInterceptor(d.Store)),
+	opts := append([]connect.HandlerOption{
+		connect.WithInterceptors(NewAuthInterceptor(d.Store), NewValidateInterceptor()),
 		connect.WithReadMaxBytes(d.ReadMaxBytes),
-	}
+	}, JSONCodecs()...)
 	mux := http.NewServeMux()
 	mux.Handle(engramv1connect.NewMemoryServiceHandler(hs.Memory, opts...))
 	mux.Handle(engramv1connect.NewReviewServiceHandler(hs.Review, opts...))

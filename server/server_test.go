@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tclient "go.temporal.io/sdk/client"
@@ -464,6 +465,24 @@ func TestBadInput(t *testing.T) {
 		{"Ingest batch too big", "agentA", ingest(&engramv1.IngestRequest{Events: many}), connect.CodeInvalidArgument, "events"},
 		{"Ingest batch repeated key", "agentA", ingest(&engramv1.IngestRequest{Events: dup}), connect.CodeInvalidArgument, "events[1].idempotency_key"},
 		{"Ingest batch bad event", "agentA", ingest(&engramv1.IngestRequest{Events: []*engramv1.Event{ev(func(*engramv1.Event) {}), ev(func(x *engramv1.Event) { x.Content = "" })}}), connect.CodeInvalidArgument, "events[1].content"},
+		{"Ingest NUL in content", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = "a\x00b" })}), connect.CodeInvalidArgument, "event.content"},
+		{"Ingest NUL schema", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Schema = "\x00" })}), connect.CodeInvalidArgument, "event.schema"},
+		{"Ingest control character in user", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.UserId = "u1\n" })}), connect.CodeInvalidArgument, "event.user_id"},
+		{"Ingest 3000-byte user", "anyA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.UserId = strings.Repeat("u", 3000) })}), connect.CodeInvalidArgument, "event.user_id"},
+		{"Ingest 3000-byte locator", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Locator = strings.Repeat("l", 3000) })}), connect.CodeInvalidArgument, "event.locator"},
+		{"Ingest NUL in locator", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Locator = "msg\x001" })}), connect.CodeInvalidArgument, "event.locator"},
+		{"Ingest NUL in payload", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) {
+			x.Payload, _ = structpb.NewStruct(map[string]any{"tool": map[string]any{"out": "a\x00"}})
+		})}), connect.CodeInvalidArgument, "event.payload.tool.out"},
+		{"Ingest batch NUL session", "agentA", ingest(&engramv1.IngestRequest{Events: []*engramv1.Event{ev(func(*engramv1.Event) {}), ev(func(x *engramv1.Event) { x.SessionId = "s\x00" })}}), connect.CodeInvalidArgument, "events[1].session_id"},
+		{"Recall NUL query", "agentA", func(c *client.Client) error {
+			_, err := c.Recall(ctx, &engramv1.RecallRequest{Query: "where\x00"})
+			return err
+		}, connect.CodeInvalidArgument, "query"},
+		{"Forget NUL user", "adminA", func(c *client.Client) error {
+			_, err := c.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u\x00"}))
+			return err
+		}, connect.CodeInvalidArgument, "user_id"},
 		{"Ingest over 1 MiB", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = strings.Repeat("a", 1<<20+10) })}), connect.CodeResourceExhausted, ""},
 		{"Recall k", "agentA", func(c *client.Client) error {
 			_, err := c.Recall(ctx, &engramv1.RecallRequest{Query: "x", K: 101})
