@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -65,8 +66,8 @@ func validUUID(field, v string) error {
 // eventIn checks one event of a request and returns it as the write path's input.
 // An event without occurred_at gets now; sameRetryTime later replaces that by the
 // stored time when the key was seen before, so a retry hashes the same.
-func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (write.IngestEvent, error) {
-	var out write.IngestEvent
+func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (memory.IngestEvent, error) {
+	var out memory.IngestEvent
 	if e == nil {
 		return out, fieldErr(strings.TrimSuffix(prefix, "."), "is missing")
 	}
@@ -110,13 +111,8 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 			return out, fieldErr(prefix+"occurred_at", "is before 1970")
 		}
 	}
-	sc := strings.TrimSpace(e.Schema)
-	if sc == "" {
-		sc = s.Config.DefaultSchema
-	}
-	if sc == "" {
-		sc = "general"
-	}
+	// The event's schema, else the deployment's (ENGRAM_SCHEMA), else the built-in default.
+	sc := cmp.Or(strings.TrimSpace(e.Schema), s.Config.DefaultSchema, memory.DefaultSchema)
 	if _, err := schema.Builtin(sc); err != nil {
 		// Not a built-in: the tenant may have stored it with PutSchema.
 		if _, serr := s.Store.GetSchema(ctx, p.TenantID, sc, 0); serr != nil {
@@ -132,17 +128,17 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 			return out, fieldErr(prefix+"payload", "cannot be encoded as JSON")
 		}
 	}
-	out = write.IngestEvent{
+	out = memory.IngestEvent{
 		TenantID: p.TenantID, IdempotencyKey: key, ActorType: strings.TrimPrefix(actor, "ACTOR_TYPE_"), ActorID: strings.TrimSpace(e.ActorId),
 		UserID: user, DepartmentID: dept, AgentID: agent, SessionID: strings.TrimSpace(e.SessionId), TaskID: strings.TrimSpace(e.TaskId),
 		EventType: strings.TrimPrefix(evType, "EVENT_TYPE_"), Source: e.Source, Schema: sc, Content: e.Content,
 		Payload: payload, Locator: e.Locator, OccurredAt: occurred.UTC(),
 	}
 	if out.ActorType == "UNSPECIFIED" {
-		out.ActorType = "USER"
+		out.ActorType = "" // Validate fills the default
 	}
 	if out.EventType == "UNSPECIFIED" {
-		out.EventType = "MESSAGE"
+		out.EventType = ""
 	}
 	if err := out.Validate(); err != nil {
 		return out, toConnect(context.Background(), prefixField(prefix, err))
@@ -152,7 +148,7 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 
 // storedEvent is the events row the Record activity writes for ev; the content hash
 // of the two must agree so that a retry is recognised as the same event.
-func storedEvent(ev write.IngestEvent, wfID string) *storage.Event {
+func storedEvent(ev memory.IngestEvent, wfID string) *storage.Event {
 	return &storage.Event{
 		IdempotencyKey: ev.IdempotencyKey, ActorType: ev.ActorType, ActorID: ev.ActorID, UserID: ev.UserID,
 		DepartmentID: ev.DepartmentID, AgentID: ev.AgentID, SessionID: ev.SessionID, TaskID: ev.TaskID,
@@ -185,7 +181,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 			return nil, err
 		}
 		if m.Event.OccurredAt == nil {
-			if err := s.sameRetryTime(ctx, p.TenantID, []*write.IngestEvent{&ev}); err != nil {
+			if err := s.sameRetryTime(ctx, p.TenantID, []*memory.IngestEvent{&ev}); err != nil {
 				return nil, toConnect(ctx, err)
 			}
 		}
@@ -198,7 +194,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 	if len(m.Events) > write.MaxBatchEvents {
 		return nil, fieldErr("events", fmt.Sprintf("%d events, a batch holds at most %d: split it", len(m.Events), write.MaxBatchEvents))
 	}
-	evs := make([]write.IngestEvent, len(m.Events))
+	evs := make([]memory.IngestEvent, len(m.Events))
 	seen := map[string]int{}
 	for i, e := range m.Events {
 		prefix := fmt.Sprintf("events[%d].", i)
@@ -210,7 +206,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		}
 		seen[evs[i].IdempotencyKey] = i
 	}
-	var defaulted []*write.IngestEvent
+	var defaulted []*memory.IngestEvent
 	for i, e := range m.Events {
 		if e.OccurredAt == nil {
 			defaulted = append(defaulted, &evs[i])
@@ -229,7 +225,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 // sameRetryTime gives events whose occurred_at defaulted to now the time stored for
 // their key, when the key was used before: a retry of an event sent without a time
 // is then the same event, not a conflicting one.
-func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*write.IngestEvent) error {
+func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*memory.IngestEvent) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -260,7 +256,7 @@ func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
 
 // ingestOne records the event (so a reused key with other content is refused
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
-func (s *memoryServer) ingestOne(ctx context.Context, ev write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
+func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
 	wfID := write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
 	// The same protection as the write path's Record, so both compute the same
 	// fingerprint and a retry is recognised.
@@ -437,7 +433,7 @@ func evidenceOf(ctx context.Context, db bun.IDB, tenant string, cands []storage.
 
 // ingestBatch refuses keys already used for other content, then starts or joins one
 // MemoryWriteBatch whose id derives from the batch key (or the events' keys).
-func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
+func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
 	keys := make([]string, len(evs))
 	for i, e := range evs {
 		keys[i] = e.IdempotencyKey
@@ -503,7 +499,7 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		for _, x := range rows {
 			r := out.Results[slices.Index(keys, x.IdempotencyKey)]
 			r.EventId = x.ID
-			if x.Status == "UNPARSED" {
+			if x.Status == memory.EventUnparsed {
 				r.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
 			}
 		}

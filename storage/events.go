@@ -21,34 +21,33 @@ import (
 type Event struct {
 	bun.BaseModel `bun:"table:events"`
 
-	TenantID       string          `bun:"tenant_id,notnull"`
-	ID             string          `bun:"id,pk,type:uuid"`
-	IdempotencyKey string          `bun:"idempotency_key,notnull"`
-	ContentHash    string          `bun:"content_hash,notnull"`
-	ActorType      string          `bun:"actor_type,notnull"`
-	ActorID        string          `bun:"actor_id,notnull"`
-	UserID         string          `bun:"user_id,notnull"`
-	DepartmentID   string          `bun:"department_id,notnull"`
-	AgentID        string          `bun:"agent_id,notnull"`
-	SessionID      string          `bun:"session_id,notnull"`
-	TaskID         string          `bun:"task_id,notnull"`
-	EventType      string          `bun:"event_type,notnull"`
-	Source         string          `bun:"source,notnull"`
-	SchemaName     string          `bun:"schema_name,notnull"`
-	Content        string          `bun:"content,notnull"`
-	Payload        json.RawMessage `bun:"payload,type:jsonb,notnull"`
-	Status         string          `bun:"status,notnull"`
-	StatusReason   string          `bun:"status_reason,notnull"`
-	WorkflowID     string          `bun:"workflow_id,notnull"`
-	OccurredAt     time.Time       `bun:"occurred_at,notnull"`
-	ReceivedAt     time.Time       `bun:"received_at,nullzero,notnull,default:current_timestamp"`
+	TenantID       string             `bun:"tenant_id,notnull"`
+	ID             string             `bun:"id,pk,type:uuid"`
+	IdempotencyKey string             `bun:"idempotency_key,notnull"`
+	ContentHash    string             `bun:"content_hash,notnull"`
+	ActorType      string             `bun:"actor_type,notnull"`
+	ActorID        string             `bun:"actor_id,notnull"`
+	UserID         string             `bun:"user_id,notnull"`
+	DepartmentID   string             `bun:"department_id,notnull"`
+	AgentID        string             `bun:"agent_id,notnull"`
+	SessionID      string             `bun:"session_id,notnull"`
+	TaskID         string             `bun:"task_id,notnull"`
+	EventType      string             `bun:"event_type,notnull"`
+	Source         string             `bun:"source,notnull"`
+	SchemaName     string             `bun:"schema_name,notnull"`
+	Content        string             `bun:"content,notnull"`
+	Payload        json.RawMessage    `bun:"payload,type:jsonb,notnull"`
+	Status         memory.EventStatus `bun:"status,notnull"`
+	StatusReason   string             `bun:"status_reason,notnull"`
+	WorkflowID     string             `bun:"workflow_id,notnull"`
+	OccurredAt     time.Time          `bun:"occurred_at,notnull"`
+	ReceivedAt     time.Time          `bun:"received_at,nullzero,notnull,default:current_timestamp"`
 }
 
-// Event types, actor types and statuses accepted by the events table.
+// Event types and actor types accepted by the events table (statuses: memory.EventStatuses).
 var (
 	EventTypes    = []string{"MESSAGE", "TOOL_RESULT", "SYSTEM_EVENT", "DOCUMENT"}
 	ActorTypes    = []string{"USER", "AGENT", "SYSTEM", "TOOL"}
-	EventStatuses = []string{"RECEIVED", "PROCESSING", "COMMITTED", "PENDING_REVIEW", "UNPARSED", "FAILED"}
 	EvidenceKinds = []string{"TURN", "DOCUMENT", "TOOL_RESULT", "API_RESPONSE", "SYSTEM"}
 )
 
@@ -85,6 +84,17 @@ func oneOf(field, v string, allowed []string) error {
 	return memory.FieldError{Field: field, Problem: fmt.Sprintf("unknown value %q (allowed: %s)", v, strings.Join(allowed, ", "))}
 }
 
+func validStatus(s memory.EventStatus) error {
+	if s.Valid() {
+		return nil
+	}
+	allowed := make([]string, len(memory.EventStatuses))
+	for i, v := range memory.EventStatuses {
+		allowed[i] = string(v)
+	}
+	return oneOf("status", string(s), allowed)
+}
+
 // HashEventContent is the fingerprint used to tell a retry (same content) from a
 // conflicting reuse of an idempotency key.
 func HashEventContent(e *Event) string {
@@ -116,9 +126,9 @@ func (e *Event) validate() error {
 		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
 	}
 	if e.Status == "" {
-		e.Status = "RECEIVED"
+		e.Status = memory.EventReceived
 	}
-	if err := oneOf("status", e.Status, EventStatuses); err != nil {
+	if err := validStatus(e.Status); err != nil {
 		return err
 	}
 	if len(e.Payload) == 0 {
@@ -172,11 +182,11 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, erro
 }
 
 // SetEventStatus records the processing outcome of an event.
-func (s *Store) SetEventStatus(ctx context.Context, tenantID, id, status, reason string) error {
+func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status memory.EventStatus, reason string) error {
 	if err := checkTenant(tenantID); err != nil {
 		return err
 	}
-	if err := oneOf("status", status, EventStatuses); err != nil {
+	if err := validStatus(status); err != nil {
 		return err
 	}
 	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", status, reason).

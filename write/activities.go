@@ -45,69 +45,14 @@ type MemoryActivities struct {
 	Logger    *slog.Logger
 }
 
-// IngestEvent is one event an agent sends.
-type IngestEvent struct {
-	TenantID       string          `json:"tenant_id"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	ActorType      string          `json:"actor_type"` // USER, AGENT, SYSTEM, TOOL
-	ActorID        string          `json:"actor_id,omitempty"`
-	UserID         string          `json:"user_id"`
-	DepartmentID   string          `json:"department_id,omitempty"`
-	AgentID        string          `json:"agent_id,omitempty"`
-	SessionID      string          `json:"session_id,omitempty"`
-	TaskID         string          `json:"task_id,omitempty"`
-	EventType      string          `json:"event_type"` // MESSAGE, TOOL_RESULT, SYSTEM_EVENT, DOCUMENT
-	Source         string          `json:"source,omitempty"`
-	Schema         string          `json:"schema"`
-	Content        string          `json:"content"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Locator        string          `json:"locator,omitempty"` // message or turn id
-	OccurredAt     time.Time       `json:"occurred_at"`
-}
-
-// MaxContentBytes bounds one event's text.
-const MaxContentBytes = 64 << 10
-
-// Validate checks an event before anything is written.
-func (e *IngestEvent) Validate() error {
-	if strings.TrimSpace(e.TenantID) == "" {
-		return memory.FieldError{Field: "tenant_id", Problem: "is empty"}
-	}
-	if strings.TrimSpace(e.IdempotencyKey) == "" {
-		return memory.FieldError{Field: "idempotency_key", Problem: "is empty"}
-	}
-	if strings.TrimSpace(e.UserID) == "" {
-		return memory.FieldError{Field: "user_id", Problem: "is empty: every event belongs to a user"}
-	}
-	if strings.TrimSpace(e.Content) == "" {
-		return memory.FieldError{Field: "content", Problem: "is empty"}
-	}
-	if len(e.Content) > MaxContentBytes {
-		return memory.FieldError{Field: "content", Problem: fmt.Sprintf("is %d bytes, the limit is %d", len(e.Content), MaxContentBytes)}
-	}
-	if e.OccurredAt.IsZero() {
-		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
-	}
-	if e.ActorType == "" {
-		e.ActorType = "USER"
-	}
-	if e.EventType == "" {
-		e.EventType = "MESSAGE"
-	}
-	if e.Schema == "" {
-		e.Schema = "general"
-	}
-	return nil
-}
-
 func badWriteInput(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
 }
 
 // RecordInput is the Record activity's input.
 type RecordInput struct {
-	Event      IngestEvent `json:"event"`
-	WorkflowID string      `json:"workflow_id"`
+	Event      memory.IngestEvent `json:"event"`
+	WorkflowID string             `json:"workflow_id"`
 }
 
 // RecordResult tells the workflow what was stored and what extractors need around it.
@@ -126,7 +71,7 @@ type RecordResult struct {
 }
 
 // Text is what later steps should read: the stored (redacted) text when there is one.
-func (r RecordResult) Text(e IngestEvent) string {
+func (r RecordResult) Text(e memory.IngestEvent) string {
 	if r.Stored != "" {
 		return r.Stored
 	}
@@ -230,7 +175,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 
 // previousTurn is the clear text of the user's turn just before e (in e's session
 // when it has one), or "".
-func (a *MemoryActivities) previousTurn(ctx context.Context, e IngestEvent) (string, error) {
+func (a *MemoryActivities) previousTurn(ctx context.Context, e memory.IngestEvent) (string, error) {
 	var prev []storage.Evidence
 	q := a.Store.DB().NewSelect().Model(&prev).Column("content", "key_id").
 		Where("tenant_id = ? AND user_id = ? AND occurred_at < ?", e.TenantID, e.UserID, e.OccurredAt.UTC())
@@ -252,7 +197,7 @@ func (a *MemoryActivities) previousTurn(ctx context.Context, e IngestEvent) (str
 // SpeakerOf is who said an event: the person an actor id names when a user's event
 // was said by someone other than the user (a conversation between two people kept
 // under one user id), else the actor type ("USER", "AGENT", …).
-func SpeakerOf(e IngestEvent) string {
+func SpeakerOf(e memory.IngestEvent) string {
 	if (e.ActorType == "" || e.ActorType == "USER") && strings.TrimSpace(e.ActorID) != "" && e.ActorID != e.UserID {
 		return strings.TrimSpace(e.ActorID)
 	}
@@ -262,7 +207,7 @@ func SpeakerOf(e IngestEvent) string {
 // speakerSubject makes what a named speaker said about "the user" a memory about the
 // speaker, whichever extractor proposed it: two people talking never blend into one
 // subject. Entity subjects ("Order:1") and collective ones are kept.
-func speakerSubject(c memory.Candidate, e IngestEvent) memory.Candidate {
+func speakerSubject(c memory.Candidate, e memory.IngestEvent) memory.Candidate {
 	name := llm.SpeakerSubject(SpeakerOf(e))
 	if name == "user" {
 		return c
@@ -287,7 +232,7 @@ func firstNonEmpty(s ...string) string {
 
 // ExtractInput is the Extract activity's input.
 type ExtractInput struct {
-	Event IngestEvent `json:"event"`
+	Event memory.IngestEvent `json:"event"`
 	// Text is what the extractor reads: the redacted text when redaction is on.
 	Text     string             `json:"text,omitempty"`
 	Recent   []string           `json:"recent,omitempty"`
@@ -379,7 +324,7 @@ func (a *MemoryActivities) Validate(ctx context.Context, in ValidateInput) (Vali
 
 // GovernInput is the Govern activity's input.
 type GovernInput struct {
-	Event      IngestEvent        `json:"event"`
+	Event      memory.IngestEvent `json:"event"`
 	EventID    string             `json:"event_id"`
 	EvidenceID string             `json:"evidence_id"`
 	WorkflowID string             `json:"workflow_id"`
@@ -408,7 +353,7 @@ func CandidateID(eventID string, index int) string {
 	return uuid.NewSHA1(candidateNS, []byte(fmt.Sprintf("%s/%d", eventID, index))).String()
 }
 
-func scopeRefFor(c memory.Candidate, e IngestEvent) memory.ScopeRef {
+func scopeRefFor(c memory.Candidate, e memory.IngestEvent) memory.ScopeRef {
 	ref := memory.ScopeRef{Scope: c.Scope}
 	switch c.Scope {
 	case memory.ScopeDepartment:
@@ -500,10 +445,10 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 			}
 			res.Items = append(res.Items, g)
 		}
-		status := "PROCESSING"
+		status := memory.EventProcessing
 		for _, it := range res.Items {
 			if it.Decision.Status == memory.CandidateNeedsConfirmation {
-				status = "PENDING_REVIEW"
+				status = memory.EventPendingReview
 			}
 		}
 		_, err := tx.NewUpdate().Table("events").Set("status = ?", status).
@@ -561,7 +506,7 @@ func clamp01(f float64) float64 {
 
 // CommitInput is the Commit activity's input.
 type CommitInput struct {
-	Event      IngestEvent                   `json:"event"`
+	Event      memory.IngestEvent            `json:"event"`
 	EventID    string                        `json:"event_id"`
 	EvidenceID string                        `json:"evidence_id"`
 	WorkflowID string                        `json:"workflow_id"`
@@ -917,10 +862,10 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 
 // MarkEventInput records a final event status that is not a commit.
 type MarkEventInput struct {
-	TenantID string `json:"tenant_id"`
-	EventID  string `json:"event_id"`
-	Status   string `json:"status"`
-	Reason   string `json:"reason"`
+	TenantID string             `json:"tenant_id"`
+	EventID  string             `json:"event_id"`
+	Status   memory.EventStatus `json:"status"`
+	Reason   string             `json:"reason"`
 }
 
 // MarkEvent sets an event's status (UNPARSED when extraction never validated).
