@@ -489,7 +489,7 @@ func (r *Runner) extraction(ctx context.Context, jobs []job, rep *Report) error 
 			if tr == nil || tr.EventID == "" {
 				continue
 			}
-			cands, err := r.opt.Store.ListCandidates(ctx, tenant, "", tr.EventID, 100)
+			cands, err := r.opt.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{EventID: tr.EventID, Limit: 100})
 			if err != nil {
 				return fmt.Errorf("load candidates of %s: %w", t.ID, err)
 			}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -134,5 +133,3 @@ func toConnect(ctx context.Context, err error) error {
 	slog.ErrorContext(ctx, "internal error", "error", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error (logged on the server)"))
 }
-
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
