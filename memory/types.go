@@ -1,6 +1,7 @@
 // Package memory holds the vocabulary every part of Engram shares: scopes, memory
-// types, statuses and the candidate an extractor proposes. It has no dependencies so
-// that schema, governance, storage and workflows can all speak it.
+// types, statuses, the ingested event (IngestEvent, DefaultSchema) and the candidate
+// an extractor proposes. It has no dependencies so that schema, governance, storage
+// and workflows can all speak it.
 package memory
 
 import (

@@ -1,5 +1,5 @@
-// Package activities holds the side-effecting steps Engram's workflows call: the
-// write path (record, extract, validate, govern, commit, index) and task actions.
+// Package write is the memory write path: the MemoryWrite and batch workflows, review,
+// and their activities (record, extract, validate, govern, commit, index).
 package write
 
 import (
