@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/privacy"
 )
 
@@ -120,7 +121,7 @@ func FromEnv() (Config, error) {
 		ModelDir:            env("ENGRAM_MODEL_DIR", defaultModelDir()),
 		EmbedAPIKey:         env("ENGRAM_EMBED_API_KEY", ""),
 		EmbedModel:          env("ENGRAM_EMBED_MODEL", "text-embedding-3-small"),
-		DefaultSchema:       env("ENGRAM_SCHEMA", "general"),
+		DefaultSchema:       env("ENGRAM_SCHEMA", memory.DefaultSchema),
 		ActionURL:           env("ENGRAM_ACTION_URL", ""),
 		Governance:          governance.DefaultConfig(),
 		LLMTimeout:          30 * time.Second,

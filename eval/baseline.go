@@ -40,13 +40,8 @@ func (b *Baseline) Recall(ctx context.Context, req recall.Request) (recall.Respo
 		at = time.Now()
 	}
 	p := req.Principal
-	var evs []storage.Evidence
-	if err := b.st.DB().NewSelect().Model(&evs).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND user_id = ? AND occurred_at <= ?", p.TenantID, p.UserID, at).
-		Order("occurred_at", "id").Scan(ctx); err != nil {
-		return recall.Response{}, err
-	}
-	if err := b.st.DecryptEvidence(evs); err != nil {
+	evs, err := b.st.EvidenceOfUser(ctx, p.TenantID, p.UserID, at)
+	if err != nil {
 		return recall.Response{}, err
 	}
 	docs := make([][]string, len(evs))

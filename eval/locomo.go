@@ -170,7 +170,7 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 			id = fmt.Sprintf("conv-%d", si+1)
 		}
 		user := "locomo-" + unsafeTenant.ReplaceAllString(id, "_")
-		sc := Scenario{Name: id, Schema: "general", Tenants: []string{"locomo"}, Users: []User{{ID: user, Tenant: "locomo"}}}
+		sc := Scenario{Name: id, Schema: memory.DefaultSchema, Tenants: []string{"locomo"}, Users: []User{{ID: user, Tenant: "locomo"}}}
 		var sessions []int
 		for k := range smp.Conversation {
 			if m := locomoSession.FindStringSubmatch(k); m != nil {
@@ -222,7 +222,7 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 				// The conversation is one user; each turn is said by one of its two
 				// people (the event's actor), so facts are about whoever said them.
 				tt := Turn{ID: dia, Speaker: user, Person: strings.TrimSpace(t.Speaker), Text: text, Session: fmt.Sprintf("session_%d", n),
-					Locator: t.DiaID, Schema: "general"}
+					Locator: t.DiaID, Schema: memory.DefaultSchema}
 				if judged {
 					g := []memory.Candidate{}
 					for _, f := range t.Gold {

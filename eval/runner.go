@@ -19,6 +19,7 @@ import (
 
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
@@ -371,7 +372,7 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 	u, _ := sc.user(t.Speaker, t.Tenant)
 	tenant := TenantID(j.suite.Name, *sc, u.Tenant)
 	tr := &TurnResult{Suite: j.suite.Name, Scenario: sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil}
-	ev := write.IngestEvent{
+	ev := memory.IngestEvent{
 		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: firstNonEmpty(t.Person, t.Speaker),
 		UserID: u.ID, DepartmentID: u.Department, SessionID: t.Session, TaskID: t.Task,
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
@@ -488,7 +489,7 @@ func (r *Runner) extraction(ctx context.Context, jobs []job, rep *Report) error 
 			if tr == nil || tr.EventID == "" {
 				continue
 			}
-			cands, err := r.opt.Store.ListCandidates(ctx, tenant, "", tr.EventID, 100)
+			cands, err := r.opt.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{EventID: tr.EventID, Limit: 100})
 			if err != nil {
 				return fmt.Errorf("load candidates of %s: %w", t.ID, err)
 			}

@@ -369,7 +369,7 @@ func resolveTime(s string, base time.Time) (time.Time, error) {
 // prepare resolves times, fills defaults and checks references.
 func (sc *Scenario) prepare() error {
 	if sc.Schema == "" {
-		sc.Schema = "general"
+		sc.Schema = memory.DefaultSchema
 	}
 	var base time.Time
 	if sc.Start != "" {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
@@ -72,33 +70,28 @@ func lookup(ctx context.Context, st *storage.Store, items []recall.Item) (map[st
 		}
 	}
 	out := map[string]row{}
-	db := st.DB()
 	if len(factIDs) > 0 {
-		var fs []storage.Fact
-		if err := db.NewSelect().Model(&fs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(factIDs)).Scan(ctx); err != nil {
+		fs, err := st.FactsByIDAnyTenant(ctx, factIDs)
+		if err != nil {
 			return nil, fmt.Errorf("look up facts: %w", err)
 		}
 		for _, f := range fs {
 			out["fact:"+f.ID] = row{Found: true, TenantID: f.TenantID, Scope: f.Scope, UserID: f.UserID, DepartmentID: f.DepartmentID,
 				AgentID: f.AgentID, SessionID: f.SessionID, TaskID: f.TaskID, Status: f.Status, ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil}
 		}
-		var links []struct {
-			FactID     string `bun:"fact_id"`
-			EvidenceID string `bun:"evidence_id"`
-		}
-		if err := db.NewSelect().Table("fact_evidence").Column("fact_id", "evidence_id").
-			Where("fact_id::text IN (?) AND relation = 'SUPPORT'", bun.In(factIDs)).Scan(ctx, &links); err != nil {
+		links, err := st.SupportingEvidenceAnyTenant(ctx, factIDs)
+		if err != nil {
 			return nil, fmt.Errorf("look up fact evidence: %w", err)
 		}
-		for _, l := range links {
-			r := out["fact:"+l.FactID]
-			r.EvidenceIDs = append(r.EvidenceIDs, l.EvidenceID)
-			out["fact:"+l.FactID] = r
+		for factID, evIDs := range links {
+			r := out["fact:"+factID]
+			r.EvidenceIDs = append(r.EvidenceIDs, evIDs...)
+			out["fact:"+factID] = r
 		}
 	}
 	if len(evIDs) > 0 {
-		var evs []storage.Evidence
-		if err := db.NewSelect().Model(&evs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(evIDs)).Scan(ctx); err != nil {
+		evs, err := st.EvidenceByIDAnyTenant(ctx, evIDs)
+		if err != nil {
 			return nil, fmt.Errorf("look up evidence: %w", err)
 		}
 		for _, e := range evs {

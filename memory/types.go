@@ -1,7 +1,8 @@
 // Package memory holds the vocabulary every part of Engram shares: scopes, memory
-// types, statuses and the candidate an extractor proposes. It has no dependencies so
-// that schema, governance, storage and the feature packages can all speak it. It
-// imports only the standard library and the Temporal SDK (search attribute keys).
+// types, statuses, the ingested event (IngestEvent, DefaultSchema) and the candidate
+// an extractor proposes, so that schema, governance, storage and the feature
+// packages can all speak it. It imports only the standard library and the
+// Temporal SDK (search attribute keys).
 package memory
 
 import (

@@ -140,7 +140,7 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 		opts.Fusion = DefaultFusion()
 	}
 	if opts.DefaultSchema == "" {
-		opts.DefaultSchema = "general"
+		opts.DefaultSchema = memory.DefaultSchema
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

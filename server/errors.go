@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -155,5 +154,3 @@ func unavailableErr(ctx context.Context, err error) error {
 	slog.WarnContext(ctx, "dependency unavailable", "error", err)
 	return connect.NewError(connect.CodeUnavailable, errors.New("a backing service (Postgres or Temporal) is unavailable; retry with backoff"))
 }
-
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

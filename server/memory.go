@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -65,8 +66,8 @@ func validUUID(field, v string) error {
 // eventIn checks one event of a request and returns it as the write path's input.
 // An event without occurred_at gets now; sameRetryTime later replaces that by the
 // stored time when the key was seen before, so a retry hashes the same.
-func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (write.IngestEvent, error) {
-	var out write.IngestEvent
+func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string, e *engramv1.Event, now time.Time) (memory.IngestEvent, error) {
+	var out memory.IngestEvent
 	if e == nil {
 		return out, fieldErr(strings.TrimSuffix(prefix, "."), "is missing")
 	}
@@ -110,13 +111,8 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 			return out, fieldErr(prefix+"occurred_at", "is before 1970")
 		}
 	}
-	sc := strings.TrimSpace(e.Schema)
-	if sc == "" {
-		sc = s.Config.DefaultSchema
-	}
-	if sc == "" {
-		sc = "general"
-	}
+	// The event's schema, else the deployment's (ENGRAM_SCHEMA), else the built-in default.
+	sc := cmp.Or(strings.TrimSpace(e.Schema), s.Config.DefaultSchema, memory.DefaultSchema)
 	if _, err := schema.Builtin(sc); err != nil {
 		// Not a built-in: the tenant may have stored it with PutSchema.
 		if _, serr := s.Store.GetSchema(ctx, p.TenantID, sc, 0); serr != nil {
@@ -132,33 +128,22 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 			return out, fieldErr(prefix+"payload", "cannot be encoded as JSON")
 		}
 	}
-	out = write.IngestEvent{
+	out = memory.IngestEvent{
 		TenantID: p.TenantID, IdempotencyKey: key, ActorType: strings.TrimPrefix(actor, "ACTOR_TYPE_"), ActorID: strings.TrimSpace(e.ActorId),
 		UserID: user, DepartmentID: dept, AgentID: agent, SessionID: strings.TrimSpace(e.SessionId), TaskID: strings.TrimSpace(e.TaskId),
 		EventType: strings.TrimPrefix(evType, "EVENT_TYPE_"), Source: e.Source, Schema: sc, Content: e.Content,
 		Payload: payload, Locator: e.Locator, OccurredAt: occurred.UTC(),
 	}
 	if out.ActorType == "UNSPECIFIED" {
-		out.ActorType = "USER"
+		out.ActorType = "" // Validate fills the default
 	}
 	if out.EventType == "UNSPECIFIED" {
-		out.EventType = "MESSAGE"
+		out.EventType = ""
 	}
 	if err := out.Validate(); err != nil {
 		return out, toConnect(context.Background(), prefixField(prefix, err))
 	}
 	return out, nil
-}
-
-// storedEvent is the events row the Record activity writes for ev; the content hash
-// of the two must agree so that a retry is recognised as the same event.
-func storedEvent(ev write.IngestEvent, wfID string) *storage.Event {
-	return &storage.Event{
-		IdempotencyKey: ev.IdempotencyKey, ActorType: ev.ActorType, ActorID: ev.ActorID, UserID: ev.UserID,
-		DepartmentID: ev.DepartmentID, AgentID: ev.AgentID, SessionID: ev.SessionID, TaskID: ev.TaskID,
-		EventType: ev.EventType, Source: ev.Source, SchemaName: ev.Schema, Content: ev.Content,
-		Payload: ev.Payload, Status: "PROCESSING", WorkflowID: wfID, OccurredAt: ev.OccurredAt.UTC(),
-	}
 }
 
 func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1.IngestRequest]) (*connect.Response[engramv1.IngestResponse], error) {
@@ -185,7 +170,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 			return nil, err
 		}
 		if m.Event.OccurredAt == nil {
-			if err := s.sameRetryTime(ctx, p.TenantID, []*write.IngestEvent{&ev}); err != nil {
+			if err := s.sameRetryTime(ctx, p.TenantID, []*memory.IngestEvent{&ev}); err != nil {
 				return nil, toConnect(ctx, err)
 			}
 		}
@@ -198,7 +183,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 	if len(m.Events) > write.MaxBatchEvents {
 		return nil, fieldErr("events", fmt.Sprintf("%d events, a batch holds at most %d: split it", len(m.Events), write.MaxBatchEvents))
 	}
-	evs := make([]write.IngestEvent, len(m.Events))
+	evs := make([]memory.IngestEvent, len(m.Events))
 	seen := map[string]int{}
 	for i, e := range m.Events {
 		prefix := fmt.Sprintf("events[%d].", i)
@@ -210,7 +195,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		}
 		seen[evs[i].IdempotencyKey] = i
 	}
-	var defaulted []*write.IngestEvent
+	var defaulted []*memory.IngestEvent
 	for i, e := range m.Events {
 		if e.OccurredAt == nil {
 			defaulted = append(defaulted, &evs[i])
@@ -229,7 +214,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 // sameRetryTime gives events whose occurred_at defaulted to now the time stored for
 // their key, when the key was used before: a retry of an event sent without a time
 // is then the same event, not a conflicting one.
-func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*write.IngestEvent) error {
+func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*memory.IngestEvent) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -237,9 +222,8 @@ func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*
 	for i, e := range evs {
 		keys[i] = e.IdempotencyKey
 	}
-	var rows []storage.Event
-	if err := s.Store.DB().NewSelect().Model(&rows).Column("idempotency_key", "occurred_at").
-		Where("tenant_id = ? AND idempotency_key IN (?)", tenant, bun.In(keys)).Scan(ctx); err != nil {
+	rows, err := s.Store.EventsByKey(ctx, tenant, keys)
+	if err != nil {
 		return fmt.Errorf("look up idempotency keys: %w", err)
 	}
 	for _, r := range rows {
@@ -260,7 +244,7 @@ func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
 
 // ingestOne records the event (so a reused key with other content is refused
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
-func (s *memoryServer) ingestOne(ctx context.Context, ev write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
+func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
 	wfID := write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
 	// The same protection as the write path's Record, so both compute the same
 	// fingerprint and a retry is recognised.
@@ -268,9 +252,7 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev write.IngestEvent, wait
 	if err != nil {
 		return nil, fmt.Errorf("protect content: %w", err)
 	}
-	row := storedEvent(ev, wfID)
-	row.Content = prot.EventContent
-	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, row)
+	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, storage.NewEvent(ev, wfID, prot))
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("event.idempotency_key: %q was already used for a different event (received %s)", ev.IdempotencyKey, stored.ReceivedAt.UTC().Format(time.RFC3339)))
 	}
@@ -385,14 +367,11 @@ func rootCause(err error) string {
 // fillPending attaches the candidates of workflow wfID awaiting review to the
 // results of their events.
 func (s *memoryServer) fillPending(ctx context.Context, tenant, wfID string, results []*engramv1.IngestResult) error {
-	var cands []storage.Candidate
-	err := s.Store.DB().NewSelect().Model(&cands).
-		Where("tenant_id = ? AND workflow_id = ? AND status = ?", tenant, wfID, memory.CandidateNeedsConfirmation).
-		Order("created_at").Scan(ctx)
+	cands, err := s.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{Status: memory.CandidateNeedsConfirmation, WorkflowID: wfID})
 	if err != nil {
 		return fmt.Errorf("load pending candidates: %w", err)
 	}
-	ev, err := evidenceOf(ctx, s.Store.DB(), tenant, cands)
+	ev, err := s.Store.CandidateEvidenceIDs(ctx, tenant, cands)
 	if err != nil {
 		return err
 	}
@@ -411,56 +390,28 @@ func (s *memoryServer) fillPending(ctx context.Context, tenant, wfID string, res
 	return nil
 }
 
-func evidenceOf(ctx context.Context, db bun.IDB, tenant string, cands []storage.Candidate) (map[string][]string, error) {
-	out := map[string][]string{}
-	if len(cands) == 0 {
-		return out, nil
-	}
-	ids := make([]string, len(cands))
-	for i, c := range cands {
-		ids[i] = c.ID
-	}
-	var rows []struct {
-		CandidateID string `bun:"candidate_id"`
-		EvidenceID  string `bun:"evidence_id"`
-	}
-	err := db.NewSelect().Table("candidate_evidence").Column("candidate_id", "evidence_id").
-		Where("tenant_id = ? AND candidate_id IN (?)", tenant, bun.In(ids)).Order("created_at").Scan(ctx, &rows)
-	if err != nil {
-		return nil, fmt.Errorf("load candidate evidence: %w", err)
-	}
-	for _, r := range rows {
-		out[r.CandidateID] = append(out[r.CandidateID], r.EvidenceID)
-	}
-	return out, nil
-}
-
 // ingestBatch refuses keys already used for other content, then starts or joins one
 // MemoryWriteBatch whose id derives from the batch key (or the events' keys).
-func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []write.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
+func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey string, evs []memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResponse, error) {
 	keys := make([]string, len(evs))
 	for i, e := range evs {
 		keys[i] = e.IdempotencyKey
 	}
-	var existing []storage.Event
-	if err := s.Store.DB().NewSelect().Model(&existing).Column("id", "idempotency_key", "content_hash").
-		Where("tenant_id = ? AND idempotency_key IN (?)", p.TenantID, bun.In(keys)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("check idempotency keys: %w", err)
-	}
-	ids := map[string]string{}
-	for _, x := range existing {
-		i := slices.Index(keys, x.IdempotencyKey)
-		se := storedEvent(evs[i], "")
-		se.Payload = orEmptyJSON(se.Payload)
-		prot, err := s.Store.ProtectContent(se.Content)
+	rows := make([]*storage.Event, len(evs))
+	for i, e := range evs {
+		prot, err := s.Store.ProtectContent(e.Content)
 		if err != nil {
 			return nil, fmt.Errorf("protect content: %w", err)
 		}
-		se.Content = prot.EventContent
-		if storage.HashEventContent(se) != x.ContentHash {
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("events[%d].idempotency_key: %q was already used for a different event", i, x.IdempotencyKey))
-		}
-		ids[x.IdempotencyKey] = x.ID
+		rows[i] = storage.NewEvent(e, "", prot)
+	}
+	ids, err := s.Store.MatchEvents(ctx, p.TenantID, rows)
+	var conflict *storage.EventKeyConflict
+	if errors.As(err, &conflict) {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("events[%d].idempotency_key: %q was already used for a different event", conflict.Index, conflict.Key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check idempotency keys: %w", err)
 	}
 	if batchKey == "" {
 		h := sha256.Sum256([]byte(strings.Join(keys, "\x1f")))
@@ -495,15 +446,14 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 			}
 		}
 	case engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW:
-		var rows []storage.Event
-		if err := s.Store.DB().NewSelect().Model(&rows).Column("id", "idempotency_key", "status").
-			Where("tenant_id = ? AND idempotency_key IN (?)", p.TenantID, bun.In(keys)).Scan(ctx); err != nil {
+		stored, err := s.Store.EventsByKey(ctx, p.TenantID, keys)
+		if err != nil {
 			return nil, fmt.Errorf("load batch events: %w", err)
 		}
-		for _, x := range rows {
+		for _, x := range stored {
 			r := out.Results[slices.Index(keys, x.IdempotencyKey)]
 			r.EventId = x.ID
-			if x.Status == "UNPARSED" {
+			if x.Status == memory.EventUnparsed {
 				r.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
 			}
 		}
@@ -518,18 +468,8 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 	return out, nil
 }
 
-func orEmptyJSON(b json.RawMessage) json.RawMessage {
-	if len(b) == 0 {
-		return json.RawMessage("{}")
-	}
-	return b
-}
-
 // ---- reads ----
 
-// visible narrows a fact query to what p may read: its whole tenant, or for an
-// agent key restricted to some users, those users' facts and the tenant-wide,
-// department-wide (its department) and agent-wide (its agent) facts without a user.
 // restrictTo narrows fact queries (already filtered by tenant in storage) to what a
 // restricted key may read: its users' facts and the shared facts of its tenant,
 // department or agent. nil when the key may read the whole tenant.
@@ -537,10 +477,7 @@ func restrictTo(p *Principal) func(*bun.SelectQuery) *bun.SelectQuery {
 	if !p.Restricted() {
 		return nil
 	}
-	return func(q *bun.SelectQuery) *bun.SelectQuery {
-		return q.Where("(user_id IN (?) OR (user_id = '' AND (scope = 'TENANT' OR (scope = 'DEPARTMENT' AND department_id <> '' AND department_id = ?) OR (scope = 'AGENT' AND agent_id <> '' AND agent_id = ?))))",
-			bun.In(p.Users()), p.DepartmentID, p.AgentID)
-	}
+	return storage.VisibleTo(p.Users(), p.DepartmentID, p.AgentID)
 }
 
 func (s *memoryServer) logAccess(ctx context.Context, p *Principal, purpose, user, query string, facts []storage.Fact) {
@@ -663,48 +600,17 @@ func (s *memoryServer) InvalidateFact(ctx context.Context, req *connect.Request[
 	if reason == "" {
 		return nil, fieldErr("reason", "is empty: say why the fact is invalid")
 	}
-	var f storage.Fact
-	err = s.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if err := tx.NewSelect().Model(&f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", p.TenantID, m.FactId).Scan(ctx); err != nil {
-			if isNoRows(err) {
-				return connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", m.FactId))
-			}
-			return err
-		}
-		if err := storage.LockMemoryKey(ctx, tx, p.TenantID, f.MemoryKey); err != nil {
-			return err
-		}
-		if err := tx.NewSelect().Model(&f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", p.TenantID, m.FactId).Scan(ctx); err != nil {
-			return err
-		}
-		if f.Status == memory.FactInvalidated {
-			return nil // already done: InvalidateFact is idempotent
-		}
-		if f.Status != memory.FactActive {
-			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fact_id: revision %d of %q is %s; only the ACTIVE revision can be invalidated", f.Revision, f.MemoryKey, f.Status))
-		}
-		now := time.Now().UTC()
-		until := now
-		if until.Before(f.ValidFrom) {
-			until = f.ValidFrom
-		}
-		why := fmt.Sprintf("invalidated by %s: %s", p.Name, reason)
-		if _, err := tx.NewUpdate().Model((*storage.Fact)(nil)).
-			Set("status = ?, valid_until = ?, closed_at = ?, reason = ?", memory.FactInvalidated, until, now, why).
-			Where("tenant_id = ? AND id = ?", p.TenantID, f.ID).Exec(ctx); err != nil {
-			return fmt.Errorf("invalidate fact: %w", err)
-		}
-		if err := storage.EnqueueFact(ctx, tx, p.TenantID, f.ID); err != nil {
-			return fmt.Errorf("write outbox: %w", err)
-		}
-		f.Status, f.ValidUntil, f.ClosedAt, f.Reason = memory.FactInvalidated, &until, &now, why
-		return nil
-	})
-	if err != nil {
+	f, err := s.Store.InvalidateFact(ctx, p.TenantID, m.FactId, fmt.Sprintf("invalidated by %s: %s", p.Name, reason))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", m.FactId))
+	case errors.Is(err, storage.ErrFactNotActive):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fact_id: revision %d of %q is %s; only the ACTIVE revision can be invalidated", f.Revision, f.MemoryKey, f.Status))
+	case err != nil:
 		return nil, toConnect(ctx, err)
 	}
 	s.Logger.InfoContext(ctx, "fact invalidated", "tenant", p.TenantID, "fact_id", f.ID, "principal", p.Name)
-	return connect.NewResponse(&engramv1.InvalidateFactResponse{Fact: factOut(&f)}), nil
+	return connect.NewResponse(&engramv1.InvalidateFactResponse{Fact: factOut(f)}), nil
 }
 
 func (s *memoryServer) Forget(ctx context.Context, req *connect.Request[engramv1.ForgetRequest]) (*connect.Response[engramv1.ForgetResponse], error) {

@@ -33,15 +33,12 @@ func (s *reviewServer) ListPending(ctx context.Context, req *connect.Request[eng
 	case limit > 1000:
 		return nil, fieldErr("limit", fmt.Sprintf("%d exceeds the limit of 1000", limit))
 	}
-	var cands []storage.Candidate
-	q := s.Store.DB().NewSelect().Model(&cands).Where("tenant_id = ? AND status = ?", p.TenantID, memory.CandidateNeedsConfirmation)
-	if u := strings.TrimSpace(req.Msg.UserId); u != "" {
-		q = q.Where("user_id = ?", u)
-	}
-	if err := q.Order("created_at", "id").Limit(int64(limit)).Scan(ctx); err != nil {
+	cands, err := s.Store.ListCandidates(ctx, p.TenantID, storage.CandidateFilter{
+		Status: memory.CandidateNeedsConfirmation, UserID: strings.TrimSpace(req.Msg.UserId), Limit: limit})
+	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("list pending: %w", err))
 	}
-	ev, err := evidenceOf(ctx, s.Store.DB(), p.TenantID, cands)
+	ev, err := s.Store.CandidateEvidenceIDs(ctx, p.TenantID, cands)
 	if err != nil {
 		return nil, toConnect(ctx, err)
 	}

@@ -137,22 +137,65 @@ func (s *Store) GetCandidate(ctx context.Context, tenantID, id string) (*Candida
 	return c, notFound(err)
 }
 
-// ListCandidates lists a tenant's candidates, optionally of one status or event.
-func (s *Store) ListCandidates(ctx context.Context, tenantID string, status memory.CandidateStatus, eventID string, limit int) ([]Candidate, error) {
+// CandidateFilter narrows ListCandidates; empty fields do not filter.
+type CandidateFilter struct {
+	Status     memory.CandidateStatus
+	EventID    string
+	WorkflowID string
+	UserID     string
+	Limit      int // at most this many (capped at 1000); 0: all
+}
+
+// ListCandidates lists a tenant's candidates matching f, oldest first.
+func (s *Store) ListCandidates(ctx context.Context, tenantID string, f CandidateFilter) ([]Candidate, error) {
+	return ListCandidates(ctx, s.db, tenantID, f)
+}
+
+// ListCandidates is Store.ListCandidates on db (a transaction).
+func ListCandidates(ctx context.Context, db bun.IDB, tenantID string, f CandidateFilter) ([]Candidate, error) {
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
 	}
 	var out []Candidate
-	q := s.db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
-	if status != "" {
-		q = q.Where("status = ?", status)
+	q := db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
+	q = whereEq(q, "status", f.Status)
+	q = whereEq(q, "event_id", f.EventID)
+	q = whereEq(q, "workflow_id", f.WorkflowID)
+	q = whereEq(q, "user_id", f.UserID)
+	if f.Limit > 1000 {
+		f.Limit = 1000
 	}
-	if eventID != "" {
-		q = q.Where("event_id = ?", eventID)
+	if f.Limit > 0 {
+		q = q.Limit(int64(f.Limit))
 	}
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
+	if err := q.Order("created_at", "id").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list candidates: %w", err)
 	}
-	err := q.Order("created_at").Limit(int64(limit)).Scan(ctx)
-	return out, err
+	return out, nil
+}
+
+// CandidateEvidenceIDs returns the evidence ids linked to each of cands, by
+// candidate id, in link order.
+func (s *Store) CandidateEvidenceIDs(ctx context.Context, tenantID string, cands []Candidate) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(cands))
+	for i, c := range cands {
+		ids[i] = c.ID
+	}
+	var rows []struct {
+		CandidateID string `bun:"candidate_id"`
+		EvidenceID  string `bun:"evidence_id"`
+	}
+	err := s.db.NewSelect().Table("candidate_evidence").Column("candidate_id", "evidence_id").
+		Where("tenant_id = ? AND candidate_id IN (?)", tenantID, bun.In(ids)).Order("created_at").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("load candidate evidence: %w", err)
+	}
+	for _, r := range rows {
+		out[r.CandidateID] = append(out[r.CandidateID], r.EvidenceID)
+	}
+	return out, nil
 }

@@ -21,34 +21,33 @@ import (
 type Event struct {
 	bun.BaseModel `bun:"table:events"`
 
-	TenantID       string          `bun:"tenant_id,notnull"`
-	ID             string          `bun:"id,pk,type:uuid"`
-	IdempotencyKey string          `bun:"idempotency_key,notnull"`
-	ContentHash    string          `bun:"content_hash,notnull"`
-	ActorType      string          `bun:"actor_type,notnull"`
-	ActorID        string          `bun:"actor_id,notnull"`
-	UserID         string          `bun:"user_id,notnull"`
-	DepartmentID   string          `bun:"department_id,notnull"`
-	AgentID        string          `bun:"agent_id,notnull"`
-	SessionID      string          `bun:"session_id,notnull"`
-	TaskID         string          `bun:"task_id,notnull"`
-	EventType      string          `bun:"event_type,notnull"`
-	Source         string          `bun:"source,notnull"`
-	SchemaName     string          `bun:"schema_name,notnull"`
-	Content        string          `bun:"content,notnull"`
-	Payload        json.RawMessage `bun:"payload,type:jsonb,notnull"`
-	Status         string          `bun:"status,notnull"`
-	StatusReason   string          `bun:"status_reason,notnull"`
-	WorkflowID     string          `bun:"workflow_id,notnull"`
-	OccurredAt     time.Time       `bun:"occurred_at,notnull"`
-	ReceivedAt     time.Time       `bun:"received_at,nullzero,notnull,default:current_timestamp"`
+	TenantID       string             `bun:"tenant_id,notnull"`
+	ID             string             `bun:"id,pk,type:uuid"`
+	IdempotencyKey string             `bun:"idempotency_key,notnull"`
+	ContentHash    string             `bun:"content_hash,notnull"`
+	ActorType      string             `bun:"actor_type,notnull"`
+	ActorID        string             `bun:"actor_id,notnull"`
+	UserID         string             `bun:"user_id,notnull"`
+	DepartmentID   string             `bun:"department_id,notnull"`
+	AgentID        string             `bun:"agent_id,notnull"`
+	SessionID      string             `bun:"session_id,notnull"`
+	TaskID         string             `bun:"task_id,notnull"`
+	EventType      string             `bun:"event_type,notnull"`
+	Source         string             `bun:"source,notnull"`
+	SchemaName     string             `bun:"schema_name,notnull"`
+	Content        string             `bun:"content,notnull"`
+	Payload        json.RawMessage    `bun:"payload,type:jsonb,notnull"`
+	Status         memory.EventStatus `bun:"status,notnull"`
+	StatusReason   string             `bun:"status_reason,notnull"`
+	WorkflowID     string             `bun:"workflow_id,notnull"`
+	OccurredAt     time.Time          `bun:"occurred_at,notnull"`
+	ReceivedAt     time.Time          `bun:"received_at,nullzero,notnull,default:current_timestamp"`
 }
 
-// Event types, actor types and statuses accepted by the events table.
+// Event types and actor types accepted by the events table (statuses: memory.EventStatuses).
 var (
 	EventTypes    = []string{"MESSAGE", "TOOL_RESULT", "SYSTEM_EVENT", "DOCUMENT"}
 	ActorTypes    = []string{"USER", "AGENT", "SYSTEM", "TOOL"}
-	EventStatuses = []string{"RECEIVED", "PROCESSING", "COMMITTED", "PENDING_REVIEW", "UNPARSED", "FAILED"}
 	EvidenceKinds = []string{"TURN", "DOCUMENT", "TOOL_RESULT", "API_RESPONSE", "SYSTEM"}
 )
 
@@ -85,6 +84,17 @@ func oneOf(field, v string, allowed []string) error {
 	return memory.FieldError{Field: field, Problem: fmt.Sprintf("unknown value %q (allowed: %s)", v, strings.Join(allowed, ", "))}
 }
 
+func validStatus(s memory.EventStatus) error {
+	if s.Valid() {
+		return nil
+	}
+	allowed := make([]string, len(memory.EventStatuses))
+	for i, v := range memory.EventStatuses {
+		allowed[i] = string(v)
+	}
+	return oneOf("status", string(s), allowed)
+}
+
 // HashEventContent is the fingerprint used to tell a retry (same content) from a
 // conflicting reuse of an idempotency key.
 func HashEventContent(e *Event) string {
@@ -116,9 +126,9 @@ func (e *Event) validate() error {
 		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
 	}
 	if e.Status == "" {
-		e.Status = "RECEIVED"
+		e.Status = memory.EventReceived
 	}
-	if err := oneOf("status", e.Status, EventStatuses); err != nil {
+	if err := validStatus(e.Status); err != nil {
 		return err
 	}
 	if len(e.Payload) == 0 {
@@ -172,11 +182,11 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, erro
 }
 
 // SetEventStatus records the processing outcome of an event.
-func (s *Store) SetEventStatus(ctx context.Context, tenantID, id, status, reason string) error {
+func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status memory.EventStatus, reason string) error {
 	if err := checkTenant(tenantID); err != nil {
 		return err
 	}
-	if err := oneOf("status", status, EventStatuses); err != nil {
+	if err := validStatus(status); err != nil {
 		return err
 	}
 	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", status, reason).
@@ -272,4 +282,193 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// NewEvent is the events row of an ingested event, as the API and the write path's
+// Record both store it: content is prot.EventContent (redacted, and sealed when
+// sealing is on), status PROCESSING. Building the row in one place keeps the two
+// content hashes equal, so a retry is recognised as the same event.
+func NewEvent(e memory.IngestEvent, workflowID string, prot ProtectedContent) *Event {
+	return &Event{
+		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
+		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
+		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: prot.EventContent,
+		Payload: e.Payload, Status: memory.EventProcessing, WorkflowID: workflowID, OccurredAt: e.OccurredAt.UTC(),
+	}
+}
+
+// EventsByKey loads the stored events of the given idempotency keys (id, key,
+// content hash, status and occurred_at; not the content). Keys never used are absent.
+func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string) ([]Event, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var out []Event
+	err := s.db.NewSelect().Model(&out).Column("id", "idempotency_key", "content_hash", "status", "occurred_at").
+		Where("tenant_id = ? AND idempotency_key IN (?)", tenantID, bun.In(keys)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load events by idempotency key: %w", err)
+	}
+	return out, nil
+}
+
+// EventKeyConflict is the ErrIdempotencyConflict of MatchEvents: rows[Index] reuses
+// a stored key with different content.
+type EventKeyConflict struct {
+	Index int
+	Key   string
+}
+
+func (e *EventKeyConflict) Error() string {
+	return fmt.Sprintf("event %d: idempotency key %q: %v", e.Index, e.Key, ErrIdempotencyConflict)
+}
+
+func (e *EventKeyConflict) Unwrap() error { return ErrIdempotencyConflict }
+
+// MatchEvents checks rows (built with NewEvent) against the events already stored
+// under their keys without writing anything. It returns the stored id by key for
+// the rows seen before, or an *EventKeyConflict when a key holds other content.
+func (s *Store) MatchEvents(ctx context.Context, tenantID string, rows []*Event) (map[string]string, error) {
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		keys[i] = r.IdempotencyKey
+	}
+	stored, err := s.EventsByKey(ctx, tenantID, keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]Event, len(stored))
+	for _, x := range stored {
+		byKey[x.IdempotencyKey] = x
+	}
+	ids := map[string]string{}
+	for i, r := range rows {
+		x, ok := byKey[r.IdempotencyKey]
+		if !ok {
+			continue
+		}
+		e := *r
+		if len(e.Payload) == 0 {
+			e.Payload = json.RawMessage("{}") // as InsertEvent stores it
+		}
+		if HashEventContent(&e) != x.ContentHash {
+			return nil, &EventKeyConflict{Index: i, Key: r.IdempotencyKey}
+		}
+		ids[r.IdempotencyKey] = x.ID
+	}
+	return ids, nil
+}
+
+// LockEvent locks an event's row for the rest of the transaction and returns its
+// status.
+func LockEvent(ctx context.Context, tx bun.IDB, tenantID, id string) (memory.EventStatus, error) {
+	var status memory.EventStatus
+	err := tx.NewSelect().Table("events").Column("status").
+		Where("tenant_id = ? AND id = ?", tenantID, id).For("UPDATE").Scan(ctx, &status)
+	if err != nil {
+		return "", fmt.Errorf("lock event: %w", err)
+	}
+	return status, nil
+}
+
+// SetGovernedStatus records the status governance leaves an event in (PROCESSING,
+// or PENDING_REVIEW when a candidate needs a reviewer), unless it is already COMMITTED.
+func SetGovernedStatus(ctx context.Context, db bun.IDB, tenantID, id string, status memory.EventStatus) error {
+	_, err := db.NewUpdate().Table("events").Set("status = ?", status).
+		Where("tenant_id = ? AND id = ? AND status <> ?", tenantID, id, memory.EventCommitted).Exec(ctx)
+	return err
+}
+
+// SettleEventStatus sets an event COMMITTED once none of its candidates waits for a
+// review (PENDING or NEEDS_CONFIRMATION), else PENDING_REVIEW, and clears its reason.
+func SettleEventStatus(ctx context.Context, db bun.IDB, tenantID, id string) error {
+	_, err := db.NewUpdate().Table("events").
+		Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN (?, ?)) THEN ? ELSE ? END",
+			tenantID, id, memory.CandidatePending, memory.CandidateNeedsConfirmation, memory.EventPendingReview, memory.EventCommitted).
+		Set("status_reason = ''").
+		Where("tenant_id = ? AND id = ?", tenantID, id).Exec(ctx)
+	return err
+}
+
+// TurnQuery selects a user's evidence before a moment, newest first.
+type TurnQuery struct {
+	UserID    string
+	SessionID string    // only this session's turns, when set
+	Before    time.Time // occurred_at < Before (<= when Inclusive)
+	Inclusive bool
+	ExcludeID string // leave out this evidence row
+	Limit     int
+}
+
+// RecentTurns returns the clear text of a user's evidence matching q, newest first.
+func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) ([]string, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var rows []Evidence
+	op := "<"
+	if q.Inclusive {
+		op = "<="
+	}
+	sel := s.db.NewSelect().Model(&rows).Column("content", "key_id").
+		Where("tenant_id = ? AND user_id = ?", tenantID, q.UserID)
+	if q.ExcludeID != "" {
+		sel = sel.Where("id <> ?", q.ExcludeID)
+	}
+	sel = sel.Where("occurred_at "+op+" ?", q.Before.UTC())
+	if q.SessionID != "" {
+		sel = sel.Where("session_id = ?", q.SessionID)
+	}
+	if err := sel.Order("occurred_at DESC").Limit(int64(q.Limit)).Scan(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.DecryptEvidence(rows); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Content
+	}
+	return out, nil
+}
+
+// TextToEmbed is the clear text of a fact or evidence row to build a vector from,
+// with the evidence's speaker and user (empty for facts).
+type TextToEmbed struct {
+	ID      string `bun:"id"`
+	Content string `bun:"content"`
+	KeyID   string `bun:"key_id"`
+	Speaker string `bun:"speaker"`
+	UserID  string `bun:"user_id"`
+}
+
+// FactsToEmbed loads the clear text of the tenant's facts ids.
+func (s *Store) FactsToEmbed(ctx context.Context, tenantID string, ids []string) ([]TextToEmbed, error) {
+	return s.textsToEmbed(ctx, "facts", tenantID, ids, "id", "content", "key_id")
+}
+
+// EvidenceToEmbed loads the clear text, speaker and user of the tenant's evidence ids.
+func (s *Store) EvidenceToEmbed(ctx context.Context, tenantID string, ids []string) ([]TextToEmbed, error) {
+	return s.textsToEmbed(ctx, "evidence", tenantID, ids, "id", "content", "key_id", "speaker", "user_id")
+}
+
+func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []string, cols ...string) ([]TextToEmbed, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []TextToEmbed
+	err := s.db.NewSelect().Table(table).Column(cols...).
+		Where("tenant_id = ? AND id IN (?)", tenantID, bun.In(ids)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("load %s to index: %w", table, err)
+	}
+	for i := range rows {
+		if rows[i].Content, err = s.DecryptContent(rows[i].KeyID, rows[i].Content); err != nil {
+			return nil, fmt.Errorf("decrypt %s %s: %w", table, rows[i].ID, err)
+		}
+	}
+	return rows, nil
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -339,6 +340,14 @@ type FactFilter struct {
 	Restrict func(*bun.SelectQuery) *bun.SelectQuery
 }
 
+// whereEq adds "column = v" to q unless v is empty.
+func whereEq[T ~string](q *bun.SelectQuery, column string, v T) *bun.SelectQuery {
+	if v == "" {
+		return q
+	}
+	return q.Where("? = ?", bun.Ident(column), v)
+}
+
 func (ff FactFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
 	if ff.ID != "" {
 		q = q.Where("id = ?", ff.ID)
@@ -346,21 +355,11 @@ func (ff FactFilter) apply(q *bun.SelectQuery) *bun.SelectQuery {
 	if ff.Restrict != nil {
 		q = ff.Restrict(q)
 	}
-	if ff.UserID != "" {
-		q = q.Where("user_id = ?", ff.UserID)
-	}
-	if ff.TaskID != "" {
-		q = q.Where("task_id = ?", ff.TaskID)
-	}
-	if ff.MemoryKey != "" {
-		q = q.Where("memory_key = ?", ff.MemoryKey)
-	}
-	if ff.Predicate != "" {
-		q = q.Where("predicate = ?", ff.Predicate)
-	}
-	if ff.Scope != "" {
-		q = q.Where("scope = ?", ff.Scope)
-	}
+	q = whereEq(q, "user_id", ff.UserID)
+	q = whereEq(q, "task_id", ff.TaskID)
+	q = whereEq(q, "memory_key", ff.MemoryKey)
+	q = whereEq(q, "predicate", ff.Predicate)
+	q = whereEq(q, "scope", ff.Scope)
 	if len(ff.Statuses) > 0 {
 		q = q.Where("status IN (?)", bun.In(ff.Statuses))
 	}
@@ -460,4 +459,67 @@ func (s *Store) SetEvidenceEmbedding(ctx context.Context, tenantID, evidenceID s
 	_, err := s.db.NewUpdate().Model((*Evidence)(nil)).Set("embedding = ?", v).
 		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Exec(ctx)
 	return err
+}
+
+// ErrFactNotActive is returned by InvalidateFact for a revision that is neither
+// ACTIVE nor already INVALIDATED (superseded or expired).
+var ErrFactNotActive = errors.New("only the ACTIVE revision can be invalidated")
+
+// InvalidateFact closes the ACTIVE fact revision id as INVALIDATED (valid until now,
+// or its valid_from when that is later) with reason, and queues it for the search
+// index, in one transaction under the memory key's lock. It is idempotent: a fact
+// already INVALIDATED is returned unchanged. It returns ErrNotFound for an unknown
+// id and ErrFactNotActive, with the fact, for another status. The fact's content is
+// returned as stored.
+func (s *Store) InvalidateFact(ctx context.Context, tenantID, id, reason string) (*Fact, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	f := new(Fact)
+	load := func(ctx context.Context, tx bun.Tx) error {
+		return tx.NewSelect().Model(f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	}
+	err := s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if err := load(ctx, tx); err != nil {
+			return notFound(err)
+		}
+		if err := lockKey(ctx, tx, tenantID, f.MemoryKey); err != nil {
+			return err
+		}
+		if err := load(ctx, tx); err != nil { // as it is now that the key is ours
+			return err
+		}
+		if f.Status == memory.FactInvalidated {
+			return nil
+		}
+		if f.Status != memory.FactActive {
+			return ErrFactNotActive
+		}
+		now := time.Now().UTC()
+		until := now
+		if until.Before(f.ValidFrom) {
+			until = f.ValidFrom
+		}
+		if _, err := tx.NewUpdate().Model((*Fact)(nil)).
+			Set("status = ?, valid_until = ?, closed_at = ?, reason = ?", memory.FactInvalidated, until, now, reason).
+			Where("tenant_id = ? AND id = ?", tenantID, f.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("invalidate fact: %w", err)
+		}
+		if err := EnqueueFact(ctx, tx, tenantID, f.ID); err != nil {
+			return fmt.Errorf("write outbox: %w", err)
+		}
+		f.Status, f.ValidUntil, f.ClosedAt, f.Reason = memory.FactInvalidated, &until, &now, reason
+		return nil
+	})
+	return f, err
+}
+
+// VisibleTo narrows fact queries to what a key restricted to users may read: those
+// users' facts and, among facts without a user, the tenant-wide ones, its
+// department's (departmentID) and its agent's (agentID). For FactFilter.Restrict.
+func VisibleTo(users []string, departmentID, agentID string) func(*bun.SelectQuery) *bun.SelectQuery {
+	return func(q *bun.SelectQuery) *bun.SelectQuery {
+		return q.Where("(user_id IN (?) OR (user_id = '' AND (scope = 'TENANT' OR (scope = 'DEPARTMENT' AND department_id <> '' AND department_id = ?) OR (scope = 'AGENT' AND agent_id <> '' AND agent_id = ?))))",
+			bun.In(users), departmentID, agentID)
+	}
 }

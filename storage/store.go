@@ -1,9 +1,10 @@
 // Package storage is Engram's source of truth: bun models, migrations and
-// repositories over Postgres with pgvector. Every method takes the tenant and
-// filters by it; nothing here trusts a tenant id found inside a request body.
-//
-// It is the only package that writes SQL (recall's prepared read statement aside),
-// and imports only memory, privacy and its migrations.
+// repositories over Postgres with pgvector. It is the only package that writes SQL
+// (recall keeps its prepared read statement); other packages call its methods and,
+// for a unit of work, InTx with the package-level functions that take a bun.IDB.
+// Every method takes the tenant and filters by it (audit.go's *AnyTenant reads for
+// the evaluation harness say so in their name); nothing here trusts a tenant id
+// found inside a request body. Of Engram's packages it imports memory and privacy.
 package storage
 
 import (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/engramhq/engram/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -217,16 +218,14 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var review int64
-	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM candidates WHERE status = 'NEEDS_CONFIRMATION'`).Scan(&review); err != nil {
+	review, err := storage.ReviewQueueDepth(ctx, c.db)
+	if err != nil {
 		slog.Warn("metrics: review queue depth", "error", err)
 		ch <- prometheus.NewInvalidMetric(descReview, err)
 	} else {
 		ch <- prometheus.MustNewConstMetric(descReview, prometheus.GaugeValue, float64(review))
 	}
-	var pending int64
-	var lag sql.NullFloat64
-	err := c.db.QueryRowContext(ctx, `SELECT count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM outbox WHERE processed_at IS NULL`).Scan(&pending, &lag)
+	pending, lag, err := storage.OutboxBacklog(ctx, c.db)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		slog.Warn("metrics: outbox lag", "error", err)
 		ch <- prometheus.NewInvalidMetric(descOutboxPending, err)

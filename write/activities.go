@@ -44,69 +44,14 @@ type MemoryActivities struct {
 	Logger    *slog.Logger
 }
 
-// IngestEvent is one event an agent sends.
-type IngestEvent struct {
-	TenantID       string          `json:"tenant_id"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	ActorType      string          `json:"actor_type"` // USER, AGENT, SYSTEM, TOOL
-	ActorID        string          `json:"actor_id,omitempty"`
-	UserID         string          `json:"user_id"`
-	DepartmentID   string          `json:"department_id,omitempty"`
-	AgentID        string          `json:"agent_id,omitempty"`
-	SessionID      string          `json:"session_id,omitempty"`
-	TaskID         string          `json:"task_id,omitempty"`
-	EventType      string          `json:"event_type"` // MESSAGE, TOOL_RESULT, SYSTEM_EVENT, DOCUMENT
-	Source         string          `json:"source,omitempty"`
-	Schema         string          `json:"schema"`
-	Content        string          `json:"content"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Locator        string          `json:"locator,omitempty"` // message or turn id
-	OccurredAt     time.Time       `json:"occurred_at"`
-}
-
-// MaxContentBytes bounds one event's text.
-const MaxContentBytes = 64 << 10
-
-// Validate checks an event before anything is written.
-func (e *IngestEvent) Validate() error {
-	if strings.TrimSpace(e.TenantID) == "" {
-		return memory.FieldError{Field: "tenant_id", Problem: "is empty"}
-	}
-	if strings.TrimSpace(e.IdempotencyKey) == "" {
-		return memory.FieldError{Field: "idempotency_key", Problem: "is empty"}
-	}
-	if strings.TrimSpace(e.UserID) == "" {
-		return memory.FieldError{Field: "user_id", Problem: "is empty: every event belongs to a user"}
-	}
-	if strings.TrimSpace(e.Content) == "" {
-		return memory.FieldError{Field: "content", Problem: "is empty"}
-	}
-	if len(e.Content) > MaxContentBytes {
-		return memory.FieldError{Field: "content", Problem: fmt.Sprintf("is %d bytes, the limit is %d", len(e.Content), MaxContentBytes)}
-	}
-	if e.OccurredAt.IsZero() {
-		return memory.FieldError{Field: "occurred_at", Problem: "is missing"}
-	}
-	if e.ActorType == "" {
-		e.ActorType = "USER"
-	}
-	if e.EventType == "" {
-		e.EventType = "MESSAGE"
-	}
-	if e.Schema == "" {
-		e.Schema = "general"
-	}
-	return nil
-}
-
 func badWriteInput(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
 }
 
 // RecordInput is the Record activity's input.
 type RecordInput struct {
-	Event      IngestEvent `json:"event"`
-	WorkflowID string      `json:"workflow_id"`
+	Event      memory.IngestEvent `json:"event"`
+	WorkflowID string             `json:"workflow_id"`
 }
 
 // RecordResult tells the workflow what was stored and what extractors need around it.
@@ -125,7 +70,7 @@ type RecordResult struct {
 }
 
 // Text is what later steps should read: the stored (redacted) text when there is one.
-func (r RecordResult) Text(e IngestEvent) string {
+func (r RecordResult) Text(e memory.IngestEvent) string {
 	if r.Stored != "" {
 		return r.Stored
 	}
@@ -157,12 +102,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if err != nil {
 		return RecordResult{}, fmt.Errorf("protect content: %w", err)
 	}
-	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, &storage.Event{
-		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
-		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
-		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: prot.EventContent,
-		Payload: e.Payload, Status: "PROCESSING", WorkflowID: in.WorkflowID, OccurredAt: e.OccurredAt.UTC(),
-	})
+	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, storage.NewEvent(e, in.WorkflowID, prot))
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
 		return RecordResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIdempotencyConflict, err)
 	}
@@ -204,18 +144,12 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 	if prot.Redacted != e.Content {
 		res.Stored = prot.Redacted
 	}
-	var recent []storage.Evidence
-	err = a.Store.DB().NewSelect().Model(&recent).Column("content", "key_id").
-		Where("tenant_id = ? AND user_id = ? AND id <> ? AND occurred_at <= ?", e.TenantID, e.UserID, evd.ID, e.OccurredAt.UTC()).
-		Order("occurred_at DESC").Limit(5).Scan(ctx)
+	recent, err := a.Store.RecentTurns(ctx, e.TenantID, storage.TurnQuery{UserID: e.UserID, ExcludeID: evd.ID, Before: e.OccurredAt, Inclusive: true, Limit: 5})
 	if err != nil {
 		return res, fmt.Errorf("load recent turns: %w", err)
 	}
-	if err := a.Store.DecryptEvidence(recent); err != nil {
-		return res, err
-	}
 	for i := len(recent) - 1; i >= 0; i-- { // oldest first
-		res.Recent = append(res.Recent, recent[i].Content)
+		res.Recent = append(res.Recent, recent[i])
 	}
 	ents, err := a.Store.EntitiesOfUser(ctx, e.TenantID, e.UserID, 50)
 	if err != nil {
@@ -229,29 +163,21 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 
 // previousTurn is the clear text of the user's turn just before e (in e's session
 // when it has one), or "".
-func (a *MemoryActivities) previousTurn(ctx context.Context, e IngestEvent) (string, error) {
-	var prev []storage.Evidence
-	q := a.Store.DB().NewSelect().Model(&prev).Column("content", "key_id").
-		Where("tenant_id = ? AND user_id = ? AND occurred_at < ?", e.TenantID, e.UserID, e.OccurredAt.UTC())
-	if e.SessionID != "" {
-		q = q.Where("session_id = ?", e.SessionID)
-	}
-	if err := q.Order("occurred_at DESC").Limit(1).Scan(ctx); err != nil {
+func (a *MemoryActivities) previousTurn(ctx context.Context, e memory.IngestEvent) (string, error) {
+	prev, err := a.Store.RecentTurns(ctx, e.TenantID, storage.TurnQuery{UserID: e.UserID, SessionID: e.SessionID, Before: e.OccurredAt, Limit: 1})
+	if err != nil {
 		return "", fmt.Errorf("load the previous turn: %w", err)
 	}
 	if len(prev) == 0 {
 		return "", nil
 	}
-	if err := a.Store.DecryptEvidence(prev); err != nil {
-		return "", err
-	}
-	return prev[0].Content, nil
+	return prev[0], nil
 }
 
 // SpeakerOf is who said an event: the person an actor id names when a user's event
 // was said by someone other than the user (a conversation between two people kept
 // under one user id), else the actor type ("USER", "AGENT", …).
-func SpeakerOf(e IngestEvent) string {
+func SpeakerOf(e memory.IngestEvent) string {
 	if (e.ActorType == "" || e.ActorType == "USER") && strings.TrimSpace(e.ActorID) != "" && e.ActorID != e.UserID {
 		return strings.TrimSpace(e.ActorID)
 	}
@@ -261,7 +187,7 @@ func SpeakerOf(e IngestEvent) string {
 // speakerSubject makes what a named speaker said about "the user" a memory about the
 // speaker, whichever extractor proposed it: two people talking never blend into one
 // subject. Entity subjects ("Order:1") and collective ones are kept.
-func speakerSubject(c memory.Candidate, e IngestEvent) memory.Candidate {
+func speakerSubject(c memory.Candidate, e memory.IngestEvent) memory.Candidate {
 	name := llm.SpeakerSubject(SpeakerOf(e))
 	if name == "user" {
 		return c
@@ -286,7 +212,7 @@ func firstNonEmpty(s ...string) string {
 
 // ExtractInput is the Extract activity's input.
 type ExtractInput struct {
-	Event IngestEvent `json:"event"`
+	Event memory.IngestEvent `json:"event"`
 	// Text is what the extractor reads: the redacted text when redaction is on.
 	Text     string             `json:"text,omitempty"`
 	Recent   []string           `json:"recent,omitempty"`
@@ -378,7 +304,7 @@ func (a *MemoryActivities) Validate(ctx context.Context, in ValidateInput) (Vali
 
 // GovernInput is the Govern activity's input.
 type GovernInput struct {
-	Event      IngestEvent        `json:"event"`
+	Event      memory.IngestEvent `json:"event"`
 	EventID    string             `json:"event_id"`
 	EvidenceID string             `json:"evidence_id"`
 	WorkflowID string             `json:"workflow_id"`
@@ -407,7 +333,7 @@ func CandidateID(eventID string, index int) string {
 	return uuid.NewSHA1(candidateNS, []byte(fmt.Sprintf("%s/%d", eventID, index))).String()
 }
 
-func scopeRefFor(c memory.Candidate, e IngestEvent) memory.ScopeRef {
+func scopeRefFor(c memory.Candidate, e memory.IngestEvent) memory.ScopeRef {
 	ref := memory.ScopeRef{Scope: c.Scope}
 	switch c.Scope {
 	case memory.ScopeDepartment:
@@ -543,15 +469,13 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 			}
 			res.Items = append(res.Items, g)
 		}
-		status := "PROCESSING"
+		status := memory.EventProcessing
 		for _, it := range res.Items {
 			if it.Decision.Status == memory.CandidateNeedsConfirmation {
-				status = "PENDING_REVIEW"
+				status = memory.EventPendingReview
 			}
 		}
-		_, err := tx.NewUpdate().Table("events").Set("status = ?", status).
-			Where("tenant_id = ? AND id = ? AND status <> 'COMMITTED'", in.Event.TenantID, in.EventID).Exec(ctx)
-		return err
+		return storage.SetGovernedStatus(ctx, tx, in.Event.TenantID, in.EventID, status)
 	})
 	return res, err
 }
@@ -604,7 +528,7 @@ func clamp01(f float64) float64 {
 
 // CommitInput is the Commit activity's input.
 type CommitInput struct {
-	Event      IngestEvent                   `json:"event"`
+	Event      memory.IngestEvent            `json:"event"`
 	EventID    string                        `json:"event_id"`
 	EvidenceID string                        `json:"evidence_id"`
 	WorkflowID string                        `json:"workflow_id"`
@@ -641,16 +565,14 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
 	}
 	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		var status string
-		if err := tx.NewSelect().Table("events").Column("status").
-			Where("tenant_id = ? AND id = ?", tenant, in.EventID).For("UPDATE").Scan(ctx, &status); err != nil {
-			return fmt.Errorf("lock event: %w", err)
+		if _, err := storage.LockEvent(ctx, tx, tenant, in.EventID); err != nil {
+			return err
 		}
 		// A candidate whose row is final was committed by an earlier attempt of this
 		// activity (or an earlier run): return what was stored instead of applying twice.
-		var stored []storage.Candidate
-		if err := tx.NewSelect().Model(&stored).Where("tenant_id = ? AND event_id = ?", tenant, in.EventID).Scan(ctx); err != nil {
-			return fmt.Errorf("load candidates: %w", err)
+		stored, err := storage.ListCandidates(ctx, tx, tenant, storage.CandidateFilter{EventID: in.EventID})
+		if err != nil {
+			return err
 		}
 		final := map[string]storage.Candidate{}
 		for _, r := range stored {
@@ -695,11 +617,7 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 			out.Results = append(out.Results, r)
 		}
 		// The event is COMMITTED once none of its candidates waits for a review.
-		_, err := tx.NewUpdate().Table("events").
-			Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN ('PENDING', 'NEEDS_CONFIRMATION')) THEN 'PENDING_REVIEW' ELSE 'COMMITTED' END", tenant, in.EventID).
-			Set("status_reason = ''").
-			Where("tenant_id = ? AND id = ?", tenant, in.EventID).Exec(ctx)
-		return err
+		return storage.SettleEventStatus(ctx, tx, tenant, in.EventID)
 	})
 	return out, err
 }
@@ -898,37 +816,18 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 	if a.Embedder == nil || (len(in.FactIDs) == 0 && len(in.EvidenceIDs) == 0) {
 		return nil
 	}
-	type row struct {
-		ID      string `bun:"id"`
-		Content string `bun:"content"`
-		KeyID   string `bun:"key_id"`
-		Speaker string `bun:"speaker"`
-		UserID  string `bun:"user_id"`
-	}
-	load := func(table string, ids []string) ([]row, error) {
-		var rows []row
-		if len(ids) == 0 {
-			return nil, nil
-		}
-		cols := []string{"id", "content", "key_id"}
-		if table == "evidence" {
-			cols = append(cols, "speaker", "user_id")
-		}
-		err := a.Store.DB().NewSelect().Table(table).Column(cols...).
-			Where("tenant_id = ? AND id IN (?)", in.TenantID, bun.In(ids)).Scan(ctx, &rows)
-		return rows, err
-	}
 	for _, t := range []struct {
 		table string
 		ids   []string
+		load  func(context.Context, string, []string) ([]storage.TextToEmbed, error)
 		set   func(context.Context, string, string, pgvector.Vector) error
 	}{
-		{"facts", in.FactIDs, a.Store.SetFactEmbedding},
-		{"evidence", in.EvidenceIDs, a.Store.SetEvidenceEmbedding},
+		{"facts", in.FactIDs, a.Store.FactsToEmbed, a.Store.SetFactEmbedding},
+		{"evidence", in.EvidenceIDs, a.Store.EvidenceToEmbed, a.Store.SetEvidenceEmbedding},
 	} {
-		rows, err := load(t.table, t.ids)
+		rows, err := t.load(ctx, in.TenantID, t.ids)
 		if err != nil {
-			return fmt.Errorf("load %s to index: %w", t.table, err)
+			return err
 		}
 		if len(rows) == 0 {
 			continue
@@ -936,9 +835,7 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		texts := make([]string, len(rows))
 		for i, r := range rows {
 			// Vectors are built from the clear (redacted) text, never the sealed column.
-			if texts[i], err = a.Store.DecryptContent(r.KeyID, r.Content); err != nil {
-				return fmt.Errorf("decrypt %s %s: %w", t.table, r.ID, err)
-			}
+			texts[i] = r.Content
 			// A turn said by a named person is embedded as "Name: text", so "what did
 			// Maya …" finds what Maya said.
 			if _, name, ok := strings.Cut(r.Speaker, ":"); ok && name != "" && name != r.UserID && llm.SpeakerSubject(name) != "user" {
@@ -960,10 +857,10 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 
 // MarkEventInput records a final event status that is not a commit.
 type MarkEventInput struct {
-	TenantID string `json:"tenant_id"`
-	EventID  string `json:"event_id"`
-	Status   string `json:"status"`
-	Reason   string `json:"reason"`
+	TenantID string             `json:"tenant_id"`
+	EventID  string             `json:"event_id"`
+	Status   memory.EventStatus `json:"status"`
+	Reason   string             `json:"reason"`
 }
 
 // MarkEvent sets an event's status (UNPARSED when extraction never validated).

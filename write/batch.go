@@ -18,10 +18,10 @@ const MaxBatchEvents = 500
 
 // MemoryWriteBatchInput ingests a long history in one workflow.
 type MemoryWriteBatchInput struct {
-	Events          []IngestEvent `json:"events"`
-	Parallelism     int           `json:"parallelism,omitempty"` // users processed at once (default 4)
-	ExtractAttempts int           `json:"extract_attempts,omitempty"`
-	ReviewTimeout   int64         `json:"review_timeout_seconds,omitempty"`
+	Events          []memory.IngestEvent `json:"events"`
+	Parallelism     int                  `json:"parallelism,omitempty"` // users processed at once (default 4)
+	ExtractAttempts int                  `json:"extract_attempts,omitempty"`
+	ReviewTimeout   int64                `json:"review_timeout_seconds,omitempty"`
 }
 
 // MemoryWriteBatchResult has one result per event, in input order, and counts.

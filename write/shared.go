@@ -42,7 +42,7 @@ const ErrTypeInvalidReview = "InvalidReview"
 
 // MemoryWriteInput starts one MemoryWrite.
 type MemoryWriteInput struct {
-	Event IngestEvent `json:"event"`
+	Event memory.IngestEvent `json:"event"`
 	// ExtractAttempts bounds extraction attempts before the event is UNPARSED (default 3).
 	ExtractAttempts int `json:"extract_attempts,omitempty"`
 	// ReviewTimeout is how long candidates wait for a human (default 72h).
@@ -54,8 +54,8 @@ type MemoryWriteInput struct {
 
 // Write outcomes.
 const (
-	WriteCommitted = "COMMITTED"
-	WriteUnparsed  = "UNPARSED"
+	WriteCommitted = string(memory.EventCommitted)
+	WriteUnparsed  = string(memory.EventUnparsed)
 	WriteNoMemory  = "NO_MEMORY"
 )
 

@@ -10,11 +10,11 @@ import (
 // it; an event of the user itself (or without an actor id) keeps "user", and an
 // entity subject is never renamed.
 func TestSpeakerSubject(t *testing.T) {
-	named := IngestEvent{UserID: "conv-1", ActorType: "USER", ActorID: "Maya"}
-	self := IngestEvent{UserID: "u1", ActorType: "USER", ActorID: "u1"}
-	agent := IngestEvent{UserID: "u1", ActorType: "AGENT", ActorID: "bot"}
+	named := memory.IngestEvent{UserID: "conv-1", ActorType: "USER", ActorID: "Maya"}
+	self := memory.IngestEvent{UserID: "u1", ActorType: "USER", ActorID: "u1"}
+	agent := memory.IngestEvent{UserID: "u1", ActorType: "AGENT", ActorID: "bot"}
 	for _, tc := range []struct {
-		ev      IngestEvent
+		ev      memory.IngestEvent
 		subject string
 		want    string
 	}{

@@ -97,7 +97,7 @@ func withDefaults(in MemoryWriteInput) MemoryWriteInput {
 
 // written is one event's progress through the write path.
 type written struct {
-	ev      IngestEvent // the event as the write uses it (schema pinned)
+	ev      memory.IngestEvent // the event as the write uses it (schema pinned)
 	rec     RecordResult
 	res     MemoryWriteResult
 	pending []pendingItem
@@ -111,7 +111,7 @@ type pendingItem struct {
 
 // writeEvent runs record → extract/validate → govern → commit of the trusted
 // candidates for one event; candidates that need a human are returned pending.
-func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev IngestEvent, rv *reviewState) (*written, error) {
+func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState) (*written, error) {
 	var a *MemoryActivities
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -152,7 +152,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev IngestEvent, rv *r
 	}()
 	markUnparsed := func(reason string) (*written, error) {
 		w.res.Status, w.res.Reason = WriteUnparsed, reason
-		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "UNPARSED", Reason: reason}).Get(ctx, nil)
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventUnparsed, Reason: reason}).Get(ctx, nil)
 		return w, err
 	}
 
@@ -192,7 +192,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev IngestEvent, rv *r
 	}
 	if len(cands) == 0 {
 		w.res.Status = WriteNoMemory
-		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: "COMMITTED", Reason: "nothing to remember"}).Get(ctx, nil)
+		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"}).Get(ctx, nil)
 		return w, err
 	}
 
@@ -226,7 +226,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev IngestEvent, rv *r
 
 // commit commits items of this event (with verdicts for reviewed ones) and indexes
 // the new facts.
-func (w *written) commit(ctx workflow.Context, ev IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
+func (w *written) commit(ctx workflow.Context, ev memory.IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
 	var a *MemoryActivities
 	gov := make([]Governed, len(items))
 	for i, p := range items {

@@ -89,7 +89,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.marks = append(h.marks, in)
-			h.log = append(h.log, "mark:"+in.Status)
+			h.log = append(h.log, "mark:"+string(in.Status))
 			return nil
 		})
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -242,8 +242,8 @@ func (h *writeHarness) called(name string) int {
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-func event(key, user, content string, at time.Time) IngestEvent {
-	return IngestEvent{TenantID: "acme", IdempotencyKey: key, UserID: user, Content: content, OccurredAt: at, Schema: "general"}
+func event(key, user, content string, at time.Time) memory.IngestEvent {
+	return memory.IngestEvent{TenantID: "acme", IdempotencyKey: key, UserID: user, Content: content, OccurredAt: at, Schema: "general"}
 }
 
 func cand(pred, obj string, origin memory.Origin) memory.Candidate {
@@ -388,7 +388,7 @@ func TestMemoryWriteValidationFailsEveryTime(t *testing.T) {
 	assert.Equal(t, 3, res.Attempts)
 	require.Len(t, h.marks, 1)
 	m := h.marks[0]
-	assert.Equal(t, "UNPARSED", m.Status)
+	assert.Equal(t, memory.EventUnparsed, m.Status)
 	assert.Equal(t, "acme", m.TenantID)
 	assert.Equal(t, "ev-k1", m.EventID)
 	assert.Contains(t, m.Reason, "after 3 attempts")
@@ -431,7 +431,7 @@ func TestMemoryWriteExtractorRejected(t *testing.T) {
 	assert.Contains(t, res.Reason, "endpoint refused the request (400)")
 	h.env.AssertActivityNumberOfCalls(t, "Extract", 1) // non-retryable: one call
 	require.Len(t, h.marks, 1)
-	assert.Equal(t, "UNPARSED", h.marks[0].Status)
+	assert.Equal(t, memory.EventUnparsed, h.marks[0].Status)
 	assert.Contains(t, h.marks[0].Reason, "extractor failed")
 	h.env.AssertActivityNotCalled(t, "Validate", mock.Anything, mock.Anything)
 	h.env.AssertActivityNotCalled(t, "Govern", mock.Anything, mock.Anything)
@@ -463,7 +463,7 @@ func TestMemoryWriteNoCandidates(t *testing.T) {
 	assert.Equal(t, WriteNoMemory, res.Status)
 	assert.Equal(t, 1, res.Attempts)
 	require.Len(t, h.marks, 1)
-	assert.Equal(t, "COMMITTED", h.marks[0].Status)
+	assert.Equal(t, memory.EventCommitted, h.marks[0].Status)
 	assert.Equal(t, "ev-k1", h.marks[0].EventID)
 	h.env.AssertActivityNotCalled(t, "Govern", mock.Anything, mock.Anything)
 	h.env.AssertActivityNotCalled(t, "Commit", mock.Anything, mock.Anything)
@@ -742,13 +742,13 @@ func TestMemoryWriteReviewCommitUsesValidatedEvent(t *testing.T) {
 func TestMemoryWriteBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		edit  func(*IngestEvent)
+		edit  func(*memory.IngestEvent)
 		field string
 	}{
-		{"empty user", func(e *IngestEvent) { e.UserID = " " }, "user_id"},
-		{"empty tenant", func(e *IngestEvent) { e.TenantID = "" }, "tenant_id"},
-		{"no time", func(e *IngestEvent) { e.OccurredAt = time.Time{} }, "occurred_at"},
-		{"empty content", func(e *IngestEvent) { e.Content = "" }, "content"},
+		{"empty user", func(e *memory.IngestEvent) { e.UserID = " " }, "user_id"},
+		{"empty tenant", func(e *memory.IngestEvent) { e.TenantID = "" }, "tenant_id"},
+		{"no time", func(e *memory.IngestEvent) { e.OccurredAt = time.Time{} }, "occurred_at"},
+		{"empty content", func(e *memory.IngestEvent) { e.Content = "" }, "content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newWriteHarness(t)
@@ -830,7 +830,7 @@ func batchHarness(t *testing.T) *writeHarness {
 func TestMemoryWriteBatch(t *testing.T) {
 	h := batchHarness(t)
 	// Input order is not time order; each user's events must run in time order.
-	evs := []IngestEvent{
+	evs := []memory.IngestEvent{
 		event("u1-c", "u1", "maybe a window seat", t0.Add(3*time.Hour)),
 		event("u2-b", "u2", "garbled", t0.Add(2*time.Hour)),
 		event("u1-a", "u1", "aisle seat", t0.Add(1*time.Hour)),
@@ -887,7 +887,7 @@ func TestMemoryWriteBatch(t *testing.T) {
 	assert.Equal(t, "alice", res.Results[0].Results[0].Reviewer)
 	marks := map[string]string{}
 	for _, m := range h.marks {
-		marks[m.EventID] = m.Status
+		marks[m.EventID] = string(m.Status)
 	}
 	assert.Equal(t, map[string]string{"ev-u2-b": "UNPARSED", "ev-u1-b": "COMMITTED"}, marks)
 	assert.Equal(t, []string{ReviewNone, ReviewPending, ReviewDone}, h.review)
@@ -896,7 +896,7 @@ func TestMemoryWriteBatch(t *testing.T) {
 // Batch review times out after ReviewTimeout seconds.
 func TestMemoryWriteBatchReviewTimeout(t *testing.T) {
 	h := batchHarness(t)
-	evs := []IngestEvent{event("u1-a", "u1", "maybe aisle", t0)}
+	evs := []memory.IngestEvent{event("u1-a", "u1", "maybe aisle", t0)}
 
 	h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, ReviewTimeout: 3600})
 
@@ -913,14 +913,14 @@ func TestMemoryWriteBatchReviewTimeout(t *testing.T) {
 }
 
 func TestMemoryWriteBatchBadInput(t *testing.T) {
-	many := make([]IngestEvent, MaxBatchEvents+1)
+	many := make([]memory.IngestEvent, MaxBatchEvents+1)
 	for i := range many {
 		many[i] = event(fmt.Sprintf("k%d", i), "u1", "x", t0)
 	}
-	bad := []IngestEvent{event("a", "u1", "x", t0), event("b", "u2", "y", t0), event("c", "", "z", t0)}
+	bad := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u2", "y", t0), event("c", "", "z", t0)}
 	for _, tc := range []struct {
 		name   string
-		events []IngestEvent
+		events []memory.IngestEvent
 		want   string
 	}{
 		{"empty", nil, "events: is empty"},
@@ -949,7 +949,7 @@ func TestMemoryWriteBatchActivityErrorNamesEvent(t *testing.T) {
 	h.extractAlways()
 	h.env.OnActivity(wa.Validate, mock.Anything, mock.Anything).
 		Return(ValidateResult{}, temporal.NewNonRetryableApplicationError("unknown schema", memory.ErrTypeUnknownSchema, nil))
-	evs := []IngestEvent{event("a", "u1", "x", t0), event("b", "u1", "y", t0.Add(time.Minute))}
+	evs := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u1", "y", t0.Add(time.Minute))}
 
 	h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs})
 

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -62,15 +61,6 @@ func (r DrainResult) More(batch int) bool {
 	return r.Claimed >= batch
 }
 
-type outboxRow struct {
-	ID       int64  `bun:"id"`
-	TenantID string `bun:"tenant_id"`
-	Kind     string `bun:"kind"`
-	RefID    string `bun:"ref_id"`
-	Op       string `bun:"op"`
-	Attempts int    `bun:"attempts"`
-}
-
 func (a *OutboxActivities) logger() *slog.Logger {
 	if a.Logger != nil {
 		return a.Logger
@@ -118,19 +108,16 @@ func (a *OutboxActivities) DrainOutbox(ctx context.Context, in DrainInput) (Drai
 		maxAttempts = DefaultOutboxAttempts
 	}
 	err := a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		var rows []outboxRow
-		err := tx.NewSelect().Table("outbox").Column("id", "tenant_id", "kind", "ref_id", "op", "attempts").
-			Where("processed_at IS NULL AND attempts < ?", maxAttempts).
-			OrderExpr("id").Limit(int64(batch)).For("UPDATE SKIP LOCKED").Scan(ctx, &rows)
+		rows, err := storage.ClaimOutbox(ctx, tx, maxAttempts, batch)
 		if err != nil {
-			return fmt.Errorf("claim outbox rows: %w", err)
+			return err
 		}
 		res.Claimed = len(rows)
 		if len(rows) == 0 {
 			return nil
 		}
 		heartbeat(ctx, res)
-		byTenant := map[string][]outboxRow{}
+		byTenant := map[string][]storage.OutboxRow{}
 		var tenants []string
 		for _, r := range rows {
 			if _, ok := byTenant[r.TenantID]; !ok {
@@ -153,21 +140,15 @@ func (a *OutboxActivities) DrainOutbox(ctx context.Context, in DrainInput) (Drai
 			res.Deleted += del
 			heartbeat(ctx, res)
 		}
-		if len(done) > 0 {
-			if _, err := tx.NewUpdate().Table("outbox").
-				Set("processed_at = now(), attempts = attempts + 1, last_error = ''").
-				Where("id IN (?)", bun.In(done)).Exec(ctx); err != nil {
-				return fmt.Errorf("mark outbox rows processed: %w", err)
-			}
+		if err := storage.MarkOutboxProcessed(ctx, tx, done); err != nil {
+			return err
 		}
 		for id, msg := range failed {
 			if len(msg) > maxOutboxErrorBytes {
 				msg = msg[:maxOutboxErrorBytes]
 			}
-			if _, err := tx.NewUpdate().Table("outbox").
-				Set("attempts = attempts + 1, last_error = ?", msg).
-				Where("id = ?", id).Exec(ctx); err != nil {
-				return fmt.Errorf("record outbox failure: %w", err)
+			if err := storage.MarkOutboxFailed(ctx, tx, id, msg); err != nil {
+				return err
 			}
 			res.LastError = msg
 		}
@@ -186,7 +167,7 @@ func (a *OutboxActivities) DrainOutbox(ctx context.Context, in DrainInput) (Drai
 // drainTenant indexes one tenant's claimed rows. It returns the outbox ids done,
 // the ids that failed with their error, and document counts. An error return is a
 // database failure (the whole drain rolls back and is retried).
-func (a *OutboxActivities) drainTenant(ctx context.Context, tx bun.Tx, tenant string, rows []outboxRow) (done []int64, failed map[int64]string, upserted, deleted int, err error) {
+func (a *OutboxActivities) drainTenant(ctx context.Context, tx bun.Tx, tenant string, rows []storage.OutboxRow) (done []int64, failed map[int64]string, upserted, deleted int, err error) {
 	failed = map[int64]string{}
 	var factIDs, evidenceIDs []string
 	for _, r := range rows {
@@ -200,23 +181,13 @@ func (a *OutboxActivities) drainTenant(ctx context.Context, tx bun.Tx, tenant st
 		}
 	}
 	// Load what Postgres holds now: the outbox only says which rows changed.
-	var facts []storage.Fact
-	if len(factIDs) > 0 {
-		err = tx.NewSelect().Model(&facts).ExcludeColumn("embedding").
-			Where("tenant_id = ?", tenant).
-			Where("memory_key IN (SELECT memory_key FROM facts WHERE tenant_id = ? AND id IN (?))", tenant, bun.In(factIDs)).
-			Scan(ctx)
-		if err != nil {
-			return nil, nil, 0, 0, fmt.Errorf("load facts to index: %w", err)
-		}
+	facts, err := storage.RevisionsOfFacts(ctx, tx, tenant, factIDs)
+	if err != nil {
+		return nil, nil, 0, 0, err
 	}
-	var evidence []storage.Evidence
-	if len(evidenceIDs) > 0 {
-		err = tx.NewSelect().Model(&evidence).ExcludeColumn("embedding").
-			Where("tenant_id = ? AND id IN (?)", tenant, bun.In(evidenceIDs)).Scan(ctx)
-		if err != nil {
-			return nil, nil, 0, 0, fmt.Errorf("load evidence to index: %w", err)
-		}
+	evidence, err := storage.EvidenceByID(ctx, tx, tenant, evidenceIDs)
+	if err != nil {
+		return nil, nil, 0, 0, err
 	}
 	// Documents carry the clear (redacted) text; the rows may be sealed at rest.
 	if err := a.Store.DecryptFacts(facts); err != nil {

@@ -2,7 +2,6 @@ package typesense
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/engramhq/engram/recall"
@@ -70,17 +69,9 @@ func (ix *Index) Reindex(ctx context.Context, store *storage.Store, tenantID str
 	if err := ix.EnsureCollection(ctx); err != nil {
 		return ReindexResult{}, err
 	}
-	db := store.DB()
 	for cur.Phase == "facts" {
-		var facts []storage.Fact
-		q := db.NewSelect().Model(&facts).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
-		if cur.AfterID != "" {
-			q = q.Where("id > ?", cur.AfterID)
-		}
-		if err := q.Order("id").Limit(int64(page)).Scan(ctx); err != nil {
-			return result(cur), fmt.Errorf("read facts: %w", err)
-		}
-		if err := store.DecryptFacts(facts); err != nil {
+		facts, err := store.FactsPage(ctx, tenantID, cur.AfterID, page)
+		if err != nil {
 			return result(cur), err
 		}
 		docs := make([]Document, len(facts))
@@ -99,15 +90,8 @@ func (ix *Index) Reindex(ctx context.Context, store *storage.Store, tenantID str
 		progress()
 	}
 	for cur.Phase == "evidence" {
-		var evs []storage.Evidence
-		q := db.NewSelect().Model(&evs).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
-		if cur.AfterID != "" {
-			q = q.Where("id > ?", cur.AfterID)
-		}
-		if err := q.Order("id").Limit(int64(page)).Scan(ctx); err != nil {
-			return result(cur), fmt.Errorf("read evidence: %w", err)
-		}
-		if err := store.DecryptEvidence(evs); err != nil {
+		evs, err := store.EvidencePage(ctx, tenantID, cur.AfterID, page)
+		if err != nil {
 			return result(cur), err
 		}
 		docs := make([]Document, len(evs))

@@ -26,6 +26,7 @@ import (
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
@@ -66,8 +67,8 @@ func (e *env) inProcessWorker(d lifecycle.Deps) {
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) write.IngestEvent {
-	return write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
+func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEvent {
+	return memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
 }
 
 func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
@@ -81,7 +82,7 @@ func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
 	return run
 }
 
-func (e *env) write(ev write.IngestEvent) write.MemoryWriteResult {
+func (e *env) write(ev memory.IngestEvent) write.MemoryWriteResult {
 	e.t.Helper()
 	run := e.startWrite(write.MemoryWriteInput{Event: ev})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -67,7 +67,7 @@ type ev struct {
 // turn in the session's working memory as the workflow will.
 func (e *env) write(tenant string, x ev) write.MemoryWriteResult {
 	e.t.Helper()
-	in := write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
+	in := memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
 		Content: x.text, OccurredAt: x.at, SessionID: x.session, TaskID: x.task}
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: write.MemoryWriteWorkflowID(tenant, in.IdempotencyKey), TaskQueue: e.queue,

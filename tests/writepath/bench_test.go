@@ -115,7 +115,7 @@ func BenchmarkWritePath(b *testing.B) {
 func benchWrite(c client.Client, queue, tenant, prefix string, i int) (time.Duration, error) {
 	s := benchMix[i%len(benchMix)]
 	user := fmt.Sprintf("%s-u%d", prefix, i/len(benchMix))
-	ev := write.IngestEvent{
+	ev := memory.IngestEvent{
 		TenantID: tenant, IdempotencyKey: fmt.Sprintf("%s-%d", prefix, i), UserID: user, SessionID: "s-" + user,
 		Schema: s.schema, Content: s.text(i), OccurredAt: base.Add(time.Duration(i) * time.Minute),
 	}

@@ -167,7 +167,7 @@ func (e *env) checkOneWrite(tenant string, res write.MemoryWriteResult) {
 	assert.Equal(t, 1, e.count("outbox", "tenant_id = ? AND ref_id = ?", tenant, h[0].ID), "one outbox row for the revision")
 	stored, err := e.st.GetEvent(context.Background(), tenant, res.EventID)
 	require.NoError(t, err)
-	assert.Equal(t, "COMMITTED", stored.Status)
+	assert.Equal(t, memory.EventCommitted, stored.Status)
 }
 
 // The worker dies between govern and commit (during the durable pause); a new worker

@@ -420,7 +420,7 @@ func TestLLMBrokenEveryTimeIsUnparsed(t *testing.T) {
 	ctx := context.Background()
 	stored, err := e.st.GetEvent(ctx, "t1", res.EventID)
 	require.NoError(t, err)
-	assert.Equal(t, "UNPARSED", stored.Status)
+	assert.Equal(t, memory.EventUnparsed, stored.Status)
 	assert.Contains(t, stored.StatusReason, "invalid JSON")
 	evd, err := e.st.EvidenceForEvent(ctx, "t1", res.EventID)
 	require.NoError(t, err)

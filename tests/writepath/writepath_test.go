@@ -50,8 +50,8 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) write.IngestEvent {
-	return write.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
+func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEvent {
+	return memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
 }
 
 func (e *env) start(in write.MemoryWriteInput) client.WorkflowRun {
@@ -65,7 +65,7 @@ func (e *env) start(in write.MemoryWriteInput) client.WorkflowRun {
 	return run
 }
 
-func (e *env) write(ev write.IngestEvent) write.MemoryWriteResult {
+func (e *env) write(ev memory.IngestEvent) write.MemoryWriteResult {
 	e.t.Helper()
 	return e.wait(e.start(write.MemoryWriteInput{Event: ev}))
 }
@@ -313,7 +313,7 @@ func TestRetractionInvalidates(t *testing.T) {
 
 func TestBatchIngest(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	var evs []write.IngestEvent
+	var evs []memory.IngestEvent
 	for i, text := range []string{"预算不超过8000元", "我以后尽量都坐直飞", "以后预算不超过9000元"} {
 		for _, u := range []string{"ua", "ub"} {
 			evs = append(evs, event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
