@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -61,9 +62,24 @@ func (it *taskIT) start(taskID string, cfg TaskConfig) TaskInput {
 	in := TaskInput{TenantID: it.tenant, TaskID: taskID, UserID: "u1", SessionID: "s1", AgentID: "a1", Actor: "agent:a1", Config: cfg}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := it.c.ExecuteWorkflow(ctx, TaskStartOptions(it.queue, in), TaskWorkflow, in)
+	v, err := Start(ctx, it.c, it.queue, in)
 	require.NoError(it.t, err)
+	require.Equal(it.t, memory.TaskCreated, v.State)
 	return in
+}
+
+// Start answers once the CREATED transition is in Postgres; starting the task again
+// is AlreadyStarted, whether it runs or not.
+func TestTaskIntegrationStart(t *testing.T) {
+	it := newTaskIT(t, true)
+	in := it.start("s1", fastConfig())
+	row := it.dbTask("s1")
+	require.Equal(t, memory.TaskCreated, row.State, "the row is there when Start returns")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Start(ctx, it.c, it.queue, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	require.ErrorAs(t, err, &started)
 }
 
 func (it *taskIT) updateHandle(taskID, name string, arg any, stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {

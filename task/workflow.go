@@ -157,6 +157,7 @@ func (t *taskRun) register(ctx workflow.Context) error {
 		{TaskUpdateRunStep, "run the next or the named step (EXECUTING)", t.runStep, func(r RunStepRequest) error { _, err := t.checkRunStep(r); return err }},
 		{TaskUpdateComplete, "finish a task whose steps are done (EXECUTING)", t.complete, func(CompleteRequest) error { return t.check(TaskUpdateComplete) }},
 		{TaskUpdateCancel, "cancel a task with no step in flight", t.cancel, func(CancelRequest) error { return t.check(TaskUpdateCancel) }},
+		{TaskUpdateRecorded, "return the task once its transitions are in Postgres", t.wait, nil},
 	} {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
 			workflow.UpdateHandlerOptions{Validator: u.validator, Description: u.desc}); err != nil {
