@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -72,11 +71,7 @@ func event(tenant, user, schemaName, text string, at time.Time) write.IngestEven
 
 func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, write.MemoryWriteWorkflowName, in)
+	run, err := write.Start(context.Background(), e.c, e.queue, in)
 	require.NoError(e.t, err)
 	return run
 }

@@ -110,7 +110,7 @@ func TestRecord(t *testing.T) {
 	// A write whose inferred preference waits for review, confirmed by the update.
 	ev := write.IngestEvent{TenantID: r.tenant, IdempotencyKey: "k-review", UserID: "u1", Schema: "travel", Content: "我上次坐了靠窗的位置，挺好", OccurredAt: at, SessionID: "s1"}
 	in := write.MemoryWriteInput{Event: ev}
-	run, err := r.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey), TaskQueue: r.queue}, write.MemoryWriteWorkflowName, in)
+	run, err := write.Start(context.Background(), r.c, r.queue, in)
 	require.NoError(t, err)
 	var pending []write.PendingCandidate
 	eventually(t, "a candidate pending review", func() bool {
