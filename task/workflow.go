@@ -70,7 +70,10 @@ func TaskWorkflow(ctx workflow.Context, in TaskInput) (*TaskResult, error) {
 }
 
 func validateTaskInput(in TaskInput) error {
-	for name, v := range map[string]string{"tenant_id": in.TenantID, "task_id": in.TaskID} {
+	// A slice, not a map: workflow code must not depend on map order, and the first
+	// field named is always the same.
+	for _, f := range []struct{ name, v string }{{"tenant_id", in.TenantID}, {"task_id", in.TaskID}} {
+		name, v := f.name, f.v
 		if strings.TrimSpace(v) == "" {
 			return temporal.NewNonRetryableApplicationError(name+" is empty", ErrTypeInvalidTaskRequest, nil)
 		}
