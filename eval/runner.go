@@ -13,7 +13,6 @@ import (
 	"unicode"
 
 	"github.com/schollz/progressbar/v3"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -378,12 +377,9 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
 	start := time.Now()
-	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: r.opt.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionTimeout: 5 * time.Minute,
-	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
+	opts := write.StartOptions(r.opt.TaskQueue, write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
+	opts.WorkflowExecutionTimeout = 5 * time.Minute // a stuck turn fails the run instead of hanging it
+	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, opts, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
 	if err != nil {
 		tr.Err = err.Error()
 		return tr

@@ -31,7 +31,15 @@ type Deps struct {
 // Register registers the erasure, key rotation and maintenance workflows and
 // their activities on w.
 func Register(w worker.Registry, d Deps) {
-	w.RegisterWorkflowWithOptions(EraseSubject, workflow.RegisterOptions{Name: EraseSubjectWorkflowName})
+	RegisterWorkflows(w)
 	w.RegisterActivity(&EraseActivities{Store: d.Store, Temporal: d.Temporal, Namespace: d.Namespace, Keyword: d.Keyword})
 	registerMaintenance(w, d)
+}
+
+// RegisterWorkflows registers the erasure, key rotation and maintenance workflows
+// alone, under the names clients and schedules start them by; a
+// worker.WorkflowReplayer takes them this way.
+func RegisterWorkflows(w worker.WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(EraseSubject, workflow.RegisterOptions{Name: EraseSubjectWorkflowName})
+	registerMaintenanceWorkflows(w)
 }

@@ -19,12 +19,15 @@ import (
 )
 
 func registerMaintenance(w worker.Registry, d Deps) {
+	w.RegisterActivity(&MaintenanceActivities{Store: d.Store, Summariser: d.Summariser, Embedder: d.Embedder, Schemas: d.Schemas})
+}
+
+func registerMaintenanceWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(MaintenanceExpire, workflow.RegisterOptions{Name: MaintenanceExpireName})
 	w.RegisterWorkflowWithOptions(MaintenanceDecay, workflow.RegisterOptions{Name: MaintenanceDecayName})
 	w.RegisterWorkflowWithOptions(MaintenanceConsolidate, workflow.RegisterOptions{Name: MaintenanceConsolidateName})
 	w.RegisterWorkflowWithOptions(MaintenanceSchemaReport, workflow.RegisterOptions{Name: MaintenanceSchemaReportName})
 	w.RegisterWorkflowWithOptions(RotateDataKeys, workflow.RegisterOptions{Name: RotateDataKeysName})
-	w.RegisterActivity(&MaintenanceActivities{Store: d.Store, Summariser: d.Summariser, Embedder: d.Embedder, Schemas: d.Schemas})
 }
 
 // Config is the maintenance schedule: how often each workflow runs (0 disables it)

@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
@@ -234,14 +234,6 @@ func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*
 	return nil
 }
 
-func (s *memoryServer) startOptions(id string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID: id, TaskQueue: s.Config.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}
-}
-
 // ingestOne records the event (so a reused key with other content is refused
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
 func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
@@ -259,23 +251,25 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wai
 	if err != nil {
 		return nil, prefixField("event.", err)
 	}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), write.MemoryWriteWorkflowName,
-		write.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout})
-	if err != nil {
-		return nil, fmt.Errorf("start memory write: %w", err)
-	}
-	res := &engramv1.IngestResult{IdempotencyKey: ev.IdempotencyKey, WorkflowId: wfID, RunId: run.GetRunID(), EventId: stored.ID, Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING}
+	in := write.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout}
+	res := &engramv1.IngestResult{IdempotencyKey: ev.IdempotencyKey, WorkflowId: wfID, EventId: stored.ID, Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING}
 	if !wait {
+		run, err := write.Start(ctx, s.Temporal, s.Config.TaskQueue, in)
+		if err != nil {
+			return nil, fmt.Errorf("start memory write: %w", err)
+		}
+		res.RunId = run.GetRunID()
 		return res, nil
 	}
-	var out write.MemoryWriteResult
-	st, reason, err := s.await(ctx, run, timeout, &out)
+	w, err := write.StartAndWait(ctx, s.Temporal, s.Config.TaskQueue, in, timeout)
+	res.RunId = w.RunID
+	st, reason, err := waitedStatus(ctx, w.Running, w.PendingReview, err)
 	if err != nil {
 		return nil, err
 	}
 	res.Status, res.Reason = st, reason
-	if st != engramv1.WriteStatus_WRITE_STATUS_RUNNING && st != engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW && st != engramv1.WriteStatus_WRITE_STATUS_FAILED {
-		fillResult(res, out)
+	if st == engramv1.WriteStatus_WRITE_STATUS_COMMITTED {
+		fillResult(res, w.Result)
 	}
 	if st == engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW {
 		if err := s.fillPending(ctx, ev.TenantID, wfID, []*engramv1.IngestResult{res}); err != nil {
@@ -309,49 +303,33 @@ func fillResult(res *engramv1.IngestResult, out write.MemoryWriteResult) {
 	}
 }
 
-// await blocks until the workflow finished (result into out), shows candidates
-// awaiting review (PENDING_REVIEW), or timeout passed (RUNNING).
-func (s *memoryServer) await(ctx context.Context, run client.WorkflowRun, timeout time.Duration, out any) (engramv1.WriteStatus, string, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run.Get(wctx, out) }()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err == nil {
-				return engramv1.WriteStatus_WRITE_STATUS_COMMITTED, "", nil
-			}
-			if ctx.Err() != nil {
-				return 0, "", ctx.Err()
-			}
-			if wctx.Err() != nil {
-				return engramv1.WriteStatus_WRITE_STATUS_RUNNING, "", nil
-			}
-			var ae *temporal.ApplicationError
-			if errors.As(err, &ae) {
-				if ae.Type() == write.ErrTypeIdempotencyConflict {
-					return 0, "", connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
-				}
-				return engramv1.WriteStatus_WRITE_STATUS_FAILED, ae.Message(), nil
-			}
-			if unavailable(err) {
-				return 0, "", err
-			}
-			return engramv1.WriteStatus_WRITE_STATUS_FAILED, "the write workflow failed: " + rootCause(err), nil
-		case <-tick.C:
-			v, err := s.Temporal.QueryWorkflow(wctx, run.GetID(), run.GetRunID(), write.QueryPending)
-			if err != nil {
-				continue // not started yet, or finished meanwhile: the next round tells
-			}
-			var pending []write.PendingCandidate
-			if v.Get(&pending) == nil && len(pending) > 0 {
-				return engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, "", nil
-			}
-		}
+// waitedStatus is the status of a write that StartAndWait returned: COMMITTED
+// (fillResult refines it), PENDING_REVIEW, RUNNING when the wait ended first, or
+// FAILED with the workflow's reason. A reused key with other content is
+// ALREADY_EXISTS; the caller's end and an unreachable Temporal are errors.
+func waitedStatus(ctx context.Context, running, pendingReview bool, err error) (engramv1.WriteStatus, string, error) {
+	switch {
+	case err == nil && running:
+		return engramv1.WriteStatus_WRITE_STATUS_RUNNING, "", nil
+	case err == nil && pendingReview:
+		return engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, "", nil
+	case err == nil:
+		return engramv1.WriteStatus_WRITE_STATUS_COMMITTED, "", nil
+	case ctx.Err() != nil:
+		return 0, "", ctx.Err()
 	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		if ae.Type() == write.ErrTypeIdempotencyConflict {
+			return 0, "", connect.NewError(connect.CodeAlreadyExists, errors.New(ae.Message()))
+		}
+		return engramv1.WriteStatus_WRITE_STATUS_FAILED, ae.Message(), nil
+	}
+	var se serviceerror.ServiceError
+	if unavailable(err) || errors.As(err, &se) {
+		return 0, "", fmt.Errorf("start memory write: %w", err)
+	}
+	return engramv1.WriteStatus_WRITE_STATUS_FAILED, "the write workflow failed: " + rootCause(err), nil
 }
 
 func rootCause(err error) string {
@@ -417,30 +395,37 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		h := sha256.Sum256([]byte(strings.Join(keys, "\x1f")))
 		batchKey = "h-" + hex.EncodeToString(h[:16])
 	}
-	wfID := strings.Replace(write.MemoryWriteWorkflowID(p.TenantID, batchKey), "write/", "write-batch/", 1)
+	wfID := write.MemoryWriteBatchWorkflowID(p.TenantID, batchKey)
 	in := write.MemoryWriteBatchInput{Events: evs, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: int64(s.Config.ReviewTimeout / time.Second)}
-	run, err := s.Temporal.ExecuteWorkflow(ctx, s.startOptions(wfID), write.MemoryWriteBatchName, in)
-	if err != nil {
-		return nil, fmt.Errorf("start batch write: %w", err)
-	}
 	out := &engramv1.IngestResponse{BatchWorkflowId: wfID}
 	for _, e := range evs {
 		out.Results = append(out.Results, &engramv1.IngestResult{
-			IdempotencyKey: e.IdempotencyKey, WorkflowId: wfID, RunId: run.GetRunID(), EventId: ids[e.IdempotencyKey],
+			IdempotencyKey: e.IdempotencyKey, WorkflowId: wfID, EventId: ids[e.IdempotencyKey],
 			Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING,
 		})
 	}
+	setRun := func(runID string) {
+		for _, r := range out.Results {
+			r.RunId = runID
+		}
+	}
 	if !wait {
+		run, err := write.StartBatch(ctx, s.Temporal, s.Config.TaskQueue, p.TenantID, batchKey, in)
+		if err != nil {
+			return nil, fmt.Errorf("start batch write: %w", err)
+		}
+		setRun(run.GetRunID())
 		return out, nil
 	}
-	var br write.MemoryWriteBatchResult
-	st, reason, err := s.await(ctx, run, timeout, &br)
+	w, err := write.StartBatchAndWait(ctx, s.Temporal, s.Config.TaskQueue, p.TenantID, batchKey, in, timeout)
+	setRun(w.RunID)
+	st, reason, err := waitedStatus(ctx, w.Running, w.PendingReview, err)
 	if err != nil {
 		return nil, err
 	}
 	switch st {
 	case engramv1.WriteStatus_WRITE_STATUS_COMMITTED:
-		for i, r := range br.Results {
+		for i, r := range w.Result.Results {
 			if i < len(out.Results) {
 				fillResult(out.Results[i], r)
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,6 +209,37 @@ func TestIngestReviewAndRead(t *testing.T) {
 			require.NoError(t, err, "invalidating twice is idempotent")
 		})
 	}
+}
+
+// Concurrent retries of one key, each waiting, are one write: one event, one
+// workflow run, and every caller gets the same answer.
+func TestIngestConcurrentRetriesWait(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	agent := e.client("agentA")
+	const n = 6
+	results := make([]*engramv1.IngestResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := &engramv1.Event{IdempotencyKey: "same-key", UserId: "u1", Content: "我以后尽量都坐直飞", Schema: "travel", OccurredAt: timestamppb.New(base)}
+			results[i], errs[i] = agent.Ingest(ctx, ev, client.WaitFor(time.Minute))
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, results[i].Status, results[i].Reason)
+		assert.Equal(t, results[0].RunId, results[i].RunId)
+		assert.Equal(t, results[0].EventId, results[i].EventId)
+		assert.Equal(t, results[0].Outcomes[0].FactId, results[i].Outcomes[0].FactId)
+	}
+	assert.NotEmpty(t, results[0].RunId)
+	assert.Equal(t, 1, e.count("events"))
+	assert.Equal(t, 1, e.count("facts"))
 }
 
 func TestBatchIngest(t *testing.T) {

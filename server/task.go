@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -91,38 +90,26 @@ func (s *taskServer) StartTask(ctx context.Context, req *connect.Request[engramv
 		return nil, toConnect(ctx, fmt.Errorf("check task: %w", err))
 	}
 	in := task.TaskInput{TenantID: p.TenantID, TaskID: m.TaskId, UserID: user, SessionID: strings.TrimSpace(m.SessionId), AgentID: agent, Actor: p.Name, Config: cfg}
-	opts := task.TaskStartOptions(s.Config.TaskQueue, in)
-	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
-	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	if _, err := s.Temporal.ExecuteWorkflow(ctx, opts, task.TaskWorkflow, in); err != nil {
+	// The answer comes when the CREATED transition is in Postgres, so the caller's
+	// next call finds the task; without a worker it never comes.
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	view, err := task.Start(sctx, s.Temporal, s.Config.TaskQueue, in)
+	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
+		switch {
+		case errors.As(err, &started):
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("task_id: task %q exists already", m.TaskId))
+		case ctx.Err() == nil && sctx.Err() != nil:
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the task was started but no worker has recorded it yet: is a worker running on the task queue?"))
 		}
 		return nil, toConnect(ctx, fmt.Errorf("start task: %w", err))
 	}
-	// The CREATED transition reaches Postgres shortly after the start; wait for it so
-	// that the next call finds the task.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, err := s.Store.GetTask(ctx, p.TenantID, m.TaskId); err == nil {
-			break
-		} else if !errors.Is(err, storage.ErrNotFound) {
-			return nil, toConnect(ctx, fmt.Errorf("load task: %w", err))
-		}
-		if time.Now().After(deadline) {
-			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the task was started but no worker has recorded it yet: is a worker running on the task queue?"))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, toConnect(ctx, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t, err := s.view(ctx, p, m.TaskId)
+	row, err := s.ownTask(ctx, p, m.TaskId)
 	if err != nil {
 		return nil, err
 	}
+	t := taskOut(view, row)
 	return connect.NewResponse(&engramv1.StartTaskResponse{Task: t}), nil
 }
 

@@ -5,20 +5,14 @@ package task
 // stack: eval "$(scripts/stack env)".
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -61,9 +55,24 @@ func (it *taskIT) start(taskID string, cfg TaskConfig) TaskInput {
 	in := TaskInput{TenantID: it.tenant, TaskID: taskID, UserID: "u1", SessionID: "s1", AgentID: "a1", Actor: "agent:a1", Config: cfg}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := it.c.ExecuteWorkflow(ctx, TaskStartOptions(it.queue, in), TaskWorkflow, in)
+	v, err := Start(ctx, it.c, it.queue, in)
 	require.NoError(it.t, err)
+	require.Equal(it.t, memory.TaskCreated, v.State)
 	return in
+}
+
+// Start answers once the CREATED transition is in Postgres; starting the task again
+// is AlreadyStarted, whether it runs or not.
+func TestTaskIntegrationStart(t *testing.T) {
+	it := newTaskIT(t, true)
+	in := it.start("s1", fastConfig())
+	row := it.dbTask("s1")
+	require.Equal(t, memory.TaskCreated, row.State, "the row is there when Start returns")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Start(ctx, it.c, it.queue, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	require.ErrorAs(t, err, &started)
 }
 
 func (it *taskIT) updateHandle(taskID, name string, arg any, stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {
@@ -335,13 +344,13 @@ func TestTaskIntegrationEndpointDown(t *testing.T) {
 // reconcile resumes on the new worker and the effect is still applied once. The
 // worker is the real `engram worker` binary.
 func TestTaskIntegrationWorkerKilledDuringOutcomeUnknown(t *testing.T) {
-	bin := buildEngram(t)
+	bin := testenv.Build(t, "./cmd/engram")
 	it := newTaskIT(t, false)
 	cfg := fastConfig()
 	cfg.CallTimeout = 500 * time.Millisecond
 	cfg.ReconcileHeartbeatTimeout = 2 * time.Second
 
-	w1 := startWorkerProcess(t, bin, it)
+	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, it.dbURL, it.queue, "ENGRAM_ACTION_URL="+it.srv.URL()), bin, "worker")
 	it.start("kill", cfg)
 	it.toExecuting("kill")
 	key := IdempotencyKey(it.tenant, "kill", "hotel")
@@ -353,11 +362,11 @@ func TestTaskIntegrationWorkerKilledDuringOutcomeUnknown(t *testing.T) {
 	eventually(t, 30*time.Second, "OUTCOME_UNKNOWN", func() bool { return it.query("kill").State == memory.TaskOutcomeUnknown })
 	eventually(t, 10*time.Second, "reconcile polling on the first worker", func() bool { return it.srv.Lookups(key) >= 2 })
 
-	w1.kill()
+	w1.Kill()
 	lookupsAtKill := it.srv.Lookups(key)
 	require.Equal(t, memory.TaskOutcomeUnknown, it.dbTask("kill").State)
 
-	startWorkerProcess(t, bin, it)
+	testenv.StartProcess(t, testenv.WorkerEnv(t, it.dbURL, it.queue, "ENGRAM_ACTION_URL="+it.srv.URL()), bin, "worker")
 	eventually(t, 60*time.Second, "reconcile resumed on the second worker", func() bool { return it.srv.Lookups(key) > lookupsAtKill+1 })
 	require.Equal(t, memory.TaskOutcomeUnknown, it.query("kill").State)
 	it.srv.HoldStatus(false)
@@ -371,92 +380,4 @@ func TestTaskIntegrationWorkerKilledDuringOutcomeUnknown(t *testing.T) {
 	require.Equal(t, 1, it.srv.Applied(key), "applied exactly once")
 	require.Len(t, it.srv.RequestsFor(key), 1, "never resent")
 	it.requireRowsMatch("kill", v)
-}
-
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
-
-func buildEngram(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "engram-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "engram")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/engram")
-		cmd.Dir = ".."
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/engram: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return buildBin
-}
-
-type workerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-}
-
-func (w *workerProcess) kill() {
-	w.once.Do(func() {
-		_ = w.cmd.Process.Signal(syscall.SIGKILL)
-		<-w.done
-	})
-}
-
-func startWorkerProcess(t *testing.T, bin string, it *taskIT) *workerProcess {
-	t.Helper()
-	cmd := exec.Command(bin, "worker")
-	cmd.Env = append(os.Environ(),
-		"ENGRAM_DATABASE_URL="+it.dbURL,
-		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE="+testenv.Namespace(),
-		"ENGRAM_TASK_QUEUE="+it.queue,
-		"ENGRAM_ACTION_URL="+it.srv.URL(),
-	)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = cmd.Stderr
-	require.NoError(t, cmd.Start())
-	w := &workerProcess{cmd: cmd, done: make(chan struct{})}
-	var mu sync.Mutex
-	var logTail []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logTail = append(logTail, sc.Text())
-			if len(logTail) > 50 {
-				logTail = logTail[1:]
-			}
-			mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		w.kill()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("worker pid %d log tail:\n%s", cmd.Process.Pid, strings.Join(logTail, "\n"))
-			mu.Unlock()
-		}
-	})
-	// Fail fast when the binary exits on its own (bad configuration).
-	select {
-	case <-w.done:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("engram worker exited at once:\n%s", strings.Join(logTail, "\n"))
-	case <-time.After(500 * time.Millisecond):
-	}
-	return w
 }

@@ -7,6 +7,12 @@ import (
 // Register registers the task workflow and its activities (CallAction,
 // Reconcile, RecordTransition) on w.
 func Register(w worker.Registry, acts *TaskActivities) {
-	w.RegisterWorkflow(TaskWorkflow)
+	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
+}
+
+// RegisterWorkflows registers the task workflow alone; a worker.WorkflowReplayer
+// takes it this way.
+func RegisterWorkflows(w worker.WorkflowRegistry) {
+	w.RegisterWorkflow(TaskWorkflow)
 }

@@ -1,9 +1,12 @@
 package task
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -20,6 +23,9 @@ const (
 	TaskUpdateRunStep             = "run_step"
 	TaskUpdateComplete            = "complete"
 	TaskUpdateCancel              = "cancel"
+	// TaskUpdateRecorded changes nothing: it returns the task once every transition
+	// so far is in Postgres. Start sends it with the start (Update-with-Start).
+	TaskUpdateRecorded = "recorded"
 	// TaskSignalConfirm lets a reviewer confirm (or reject) from the Web UI, where
 	// sending a signal is one click; its payload is a ConfirmRequest.
 	TaskSignalConfirm = "confirm"
@@ -47,11 +53,15 @@ func TaskWorkflowID(tenantID, taskID string) string {
 
 // TaskStartOptions are the options to start a task workflow with: its id, the
 // search attributes (so a new task is findable before its first transition) and a
-// summary for the Web UI. Starting an existing task fails with AlreadyStarted.
+// summary for the Web UI. Starting an existing task, running or finished, fails
+// with AlreadyStarted.
 func TaskStartOptions(taskQueue string, in TaskInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:        TaskWorkflowID(in.TenantID, in.TaskID),
-		TaskQueue: taskQueue,
+		ID:                                       TaskWorkflowID(in.TenantID, in.TaskID),
+		TaskQueue:                                taskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			memory.SearchAttrTenant.ValueSet(in.TenantID),
 			memory.SearchAttrKind.ValueSet(TaskKind),
@@ -59,6 +69,21 @@ func TaskStartOptions(taskQueue string, in TaskInput) client.StartWorkflowOption
 		),
 		StaticSummary: fmt.Sprintf("task %s of tenant %s", in.TaskID, in.TenantID),
 	}
+}
+
+// Start starts the task workflow and returns the task once its CREATED transition
+// is in Postgres (Update-with-Start with TaskUpdateRecorded: no polling), so the
+// caller's next read finds it. An existing task is *serviceerror.WorkflowExecutionAlreadyStarted.
+func Start(ctx context.Context, c client.Client, taskQueue string, in TaskInput) (TaskView, error) {
+	var v TaskView
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: c.NewWithStartWorkflowOperation(TaskStartOptions(taskQueue, in), TaskWorkflow, in),
+		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: TaskUpdateRecorded, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err == nil {
+		err = h.Get(ctx, &v)
+	}
+	return v, err
 }
 
 // ConfirmDefault is what happens when nobody confirms in time.

@@ -70,7 +70,10 @@ func TaskWorkflow(ctx workflow.Context, in TaskInput) (*TaskResult, error) {
 }
 
 func validateTaskInput(in TaskInput) error {
-	for name, v := range map[string]string{"tenant_id": in.TenantID, "task_id": in.TaskID} {
+	// A slice, not a map: workflow code must not depend on map order, and the first
+	// field named is always the same.
+	for _, f := range []struct{ name, v string }{{"tenant_id", in.TenantID}, {"task_id", in.TaskID}} {
+		name, v := f.name, f.v
 		if strings.TrimSpace(v) == "" {
 			return temporal.NewNonRetryableApplicationError(name+" is empty", ErrTypeInvalidTaskRequest, nil)
 		}
@@ -157,6 +160,7 @@ func (t *taskRun) register(ctx workflow.Context) error {
 		{TaskUpdateRunStep, "run the next or the named step (EXECUTING)", t.runStep, func(r RunStepRequest) error { _, err := t.checkRunStep(r); return err }},
 		{TaskUpdateComplete, "finish a task whose steps are done (EXECUTING)", t.complete, func(CompleteRequest) error { return t.check(TaskUpdateComplete) }},
 		{TaskUpdateCancel, "cancel a task with no step in flight", t.cancel, func(CancelRequest) error { return t.check(TaskUpdateCancel) }},
+		{TaskUpdateRecorded, "return the task once its transitions are in Postgres", t.wait, nil},
 	} {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
 			workflow.UpdateHandlerOptions{Validator: u.validator, Description: u.desc}); err != nil {

@@ -726,3 +726,16 @@ func TestTaskRecordsPendingBeforeReturning(t *testing.T) {
 	require.Len(t, h.records, 3)
 	require.True(t, strings.HasPrefix(h.transitions()[1], "2 CREATED>PLANNING"))
 }
+
+// The input check names the first bad field in a fixed order (no map iteration in
+// workflow code): both ids empty is always tenant_id.
+func TestValidateTaskInputOrder(t *testing.T) {
+	for range 50 {
+		err := validateTaskInput(TaskInput{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "tenant_id is empty")
+	}
+	err := validateTaskInput(TaskInput{TenantID: "a/b", TaskID: "c/d"})
+	require.ErrorContains(t, err, `tenant_id "a/b" contains '/'`)
+	require.NoError(t, validateTaskInput(TaskInput{TenantID: "acme", TaskID: "t1"}))
+}

@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/memory"
 )
 
@@ -37,6 +36,10 @@ type MemoryWriteBatchResult struct {
 // one user's events in time order (so governance sees them in order), several
 // users at once. Candidates that need review wait together, once, at the end.
 func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWriteBatchResult, error) {
+	return answering(ctx, in, memoryWriteBatch)
+}
+
+func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (MemoryWriteBatchResult, error) {
 	out := MemoryWriteBatchResult{}
 	if len(in.Events) == 0 {
 		return out, temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
@@ -60,7 +63,6 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	first := in.Events[0]
 	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(first.TenantID), memory.SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
-	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
 	if err := registerReview(ctx, reviewCh, rv); err != nil {
 		return out, err
 	}

@@ -56,6 +56,10 @@ func extractActivity(ctx workflow.Context) workflow.Context {
 // review of the rest → commit it → index. Its id comes from tenant + idempotency
 // key, so a retried Ingest never writes twice.
 func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, error) {
+	return answering(ctx, in, memoryWrite)
+}
+
+func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (MemoryWriteResult, error) {
 	ev := in.Event
 	if err := ev.Validate(); err != nil {
 		return MemoryWriteResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
@@ -66,7 +70,6 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 		SearchAttrSubject.ValueSet(ev.UserID), SearchAttrReview.ValueSet(ReviewNone))
 	// The review signal is registered up front so the Web UI lists it.
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
-	rv := &reviewState{verdicts: map[string]governance.Verdict{}}
 	if err := registerReview(ctx, reviewCh, rv); err != nil {
 		return MemoryWriteResult{}, err
 	}
@@ -264,6 +267,9 @@ type reviewState struct {
 	pending  []PendingCandidate
 	verdicts map[string]governance.Verdict
 	rejected []string // signals that could not be applied, shown in the details
+	// waiting is true while the workflow waits for reviews (what UpdateOutcome
+	// answers PendingReview for).
+	waiting bool
 }
 
 // add makes candidates reviewable as soon as governance has decided them, before
@@ -379,6 +385,8 @@ func awaitReview(ctx workflow.Context, rv *reviewState, timeout time.Duration) e
 	if len(rv.pending) == 0 {
 		return nil
 	}
+	rv.waiting = true
+	defer func() { rv.waiting = false }()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewPending))
 	workflow.SetCurrentDetails(ctx, rv.details(deadline))
 	for {

@@ -4,20 +4,13 @@
 package lifecycle
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -73,11 +66,7 @@ func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEve
 
 func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, write.MemoryWriteWorkflowName, in)
+	run, err := write.Start(context.Background(), e.c, e.queue, in)
 	require.NoError(e.t, err)
 	return run
 }
@@ -109,96 +98,6 @@ func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s", d, what)
-}
-
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
-
-// buildWorker builds the worker binary the crash tests kill: `engram worker` with
-// the life-cycle workflows registered.
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "engram-lifecycle-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "lifecycleworker")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./tests/lifecycle/lifecycleworker")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return buildBin
-}
-
-type workerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-}
-
-func (w *workerProcess) kill() {
-	w.once.Do(func() {
-		_ = w.cmd.Process.Signal(syscall.SIGKILL)
-		<-w.done
-	})
-}
-
-func (e *env) startWorkerProcess(bin string, extraEnv ...string) *workerProcess {
-	t := e.t
-	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"ENGRAM_DATABASE_URL="+e.dsn,
-		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE="+testenv.Namespace(),
-		"ENGRAM_TASK_QUEUE="+e.queue,
-		"ENGRAM_LLM_BASE_URL=", "ENGRAM_EMBED_BASE_URL=",
-	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = cmd.Stderr
-	require.NoError(t, cmd.Start())
-	w := &workerProcess{cmd: cmd, done: make(chan struct{})}
-	var mu sync.Mutex
-	var tail []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			tail = append(tail, sc.Text())
-			if len(tail) > 60 {
-				tail = tail[1:]
-			}
-			mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		w.kill()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("worker pid %d log tail:\n%s", cmd.Process.Pid, strings.Join(tail, "\n"))
-			mu.Unlock()
-		}
-	})
-	select {
-	case <-w.done:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("worker exited at once:\n%s", strings.Join(tail, "\n"))
-	case <-time.After(500 * time.Millisecond):
-	}
-	return w
 }
 
 // tables lists every base table of the database, so a table added later is

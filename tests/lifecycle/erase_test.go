@@ -103,8 +103,8 @@ func (e *env) subjectWorkflows(subj storage.ErasureSubject) int {
 // in another tenant are untouched. New writes of the user are refused while it runs.
 func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	e := newEnv(t)
-	bin := buildWorker(t)
-	w1 := e.startWorkerProcess(bin)
+	bin := testenv.Build(t, "./tests/lifecycle/lifecycleworker")
+	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, e.dsn, e.queue), bin)
 
 	tA, tB := "ta-"+testenv.RandomID(6), "tb-"+testenv.RandomID(6)
 	victim, other := "victim-"+testenv.RandomID(8), "other-"+testenv.RandomID(8)
@@ -153,14 +153,14 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 		ts, err := e.st.GetTombstone(context.Background(), subj)
 		return err == nil && contains(ts.StepsDone, "facts")
 	})
-	w1.kill()
+	w1.Kill()
 	ts, err := e.st.GetTombstone(context.Background(), subj)
 	require.NoError(t, err)
 	require.Equal(t, storage.ErasureRunning, ts.Status)
 	t.Logf("killed the worker after steps %v", ts.StepsDone)
 	require.NotEmpty(t, e.rowsMentioning(tA, victimNeedles), "the kill came before the end")
 
-	e.startWorkerProcess(bin)
+	testenv.StartProcess(t, testenv.WorkerEnv(t, e.dsn, e.queue), bin)
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var res lifecycle.EraseSubjectResult

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -69,10 +68,7 @@ func (e *env) write(tenant string, x ev) write.MemoryWriteResult {
 	e.t.Helper()
 	in := memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
 		Content: x.text, OccurredAt: x.at, SessionID: x.session, TaskID: x.task}
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(tenant, in.IdempotencyKey), TaskQueue: e.queue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: in})
+	run, err := write.Start(context.Background(), e.c, e.queue, write.MemoryWriteInput{Event: in})
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

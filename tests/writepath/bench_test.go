@@ -125,9 +125,7 @@ func benchWrite(c client.Client, queue, tenant, prefix string, i int) (time.Dura
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey), TaskQueue: queue,
-	}, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: 5 * time.Second})
+	run, err := write.Start(ctx, c, queue, write.MemoryWriteInput{Event: ev, ReviewTimeout: 5 * time.Second})
 	if err != nil {
 		return 0, err
 	}

@@ -5,14 +5,7 @@ package writepath
 // write completes with exactly one fact revision.
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,92 +19,6 @@ import (
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/write"
 )
-
-// buildEngram builds ./cmd/engram into the test's temp dir (Go's build cache makes
-// the second build cheap).
-func buildEngram(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "engram")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/engram")
-	cmd.Dir = filepath.Join("..", "..")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/engram:\n%s", out)
-	return bin
-}
-
-type workerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-}
-
-// kill SIGKILLs the worker and waits until it is gone.
-func (w *workerProcess) kill() {
-	w.once.Do(func() {
-		_ = w.cmd.Process.Signal(syscall.SIGKILL)
-		<-w.done
-	})
-}
-
-// workerEnv is the environment of a child worker: the test's own environment without
-// any Engram setting, then extra.
-func workerEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "ENGRAM_") || strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") || strings.HasPrefix(kv, "TEMPORAL_NAMESPACE=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
-
-func startWorkerProcess(t *testing.T, bin, dbURL, queue string, extraEnv ...string) *workerProcess {
-	t.Helper()
-	cmd := exec.Command(bin, "worker")
-	cmd.Env = workerEnv(append([]string{
-		"ENGRAM_DATABASE_URL=" + dbURL,
-		"TEMPORAL_ADDRESS=" + testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE=" + testenv.Namespace(),
-		"ENGRAM_TASK_QUEUE=" + queue,
-	}, extraEnv...)...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = cmd.Stderr
-	require.NoError(t, cmd.Start())
-	w := &workerProcess{cmd: cmd, done: make(chan struct{})}
-	var mu sync.Mutex
-	var logTail []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logTail = append(logTail, sc.Text())
-			if len(logTail) > 50 {
-				logTail = logTail[1:]
-			}
-			mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		w.kill()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("worker pid %d log tail:\n%s", cmd.Process.Pid, strings.Join(logTail, "\n"))
-			mu.Unlock()
-		}
-	})
-	select {
-	case <-w.done:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("engram worker exited at once:\n%s", strings.Join(logTail, "\n"))
-	case <-time.After(500 * time.Millisecond):
-	}
-	return w
-}
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -173,10 +80,10 @@ func (e *env) checkOneWrite(tenant string, res write.MemoryWriteResult) {
 // The worker dies between govern and commit (during the durable pause); a new worker
 // replays the history, finishes the timer and commits once.
 func TestCrashBetweenGovernAndCommit(t *testing.T) {
-	bin := buildEngram(t)
+	bin := testenv.Build(t, "./cmd/engram")
 	st, dbURL := testenv.StoreURL(t)
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
-	w1 := startWorkerProcess(t, bin, dbURL, e.queue)
+	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue), bin, "worker")
 
 	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
 	eventually(t, 30*time.Second, "Govern completed and the pause timer started", func() bool {
@@ -186,10 +93,10 @@ func TestCrashBetweenGovernAndCommit(t *testing.T) {
 	// At the kill the candidate is governed and stored, and nothing is committed.
 	assert.Equal(t, 1, e.count("candidates", "tenant_id = 't1' AND status = 'PENDING'"))
 	assert.Equal(t, 0, e.count("facts", "TRUE"))
-	w1.kill()
+	w1.Kill()
 	assert.Equal(t, 0, e.count("facts", "TRUE"), "the killed worker committed nothing")
 
-	startWorkerProcess(t, bin, dbURL, e.queue)
+	testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue), bin, "worker")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var res write.MemoryWriteResult
@@ -211,23 +118,23 @@ func TestCrashDuringExtract(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the Extract activity's 90s start-to-close timeout")
 	}
-	bin := buildEngram(t)
+	bin := testenv.Build(t, "./cmd/engram")
 	good := answer(t, "travel", directFlights())
 	fake := fakeopenai.New(fakeopenai.Script{Queue: []fakeopenai.Response{fakeopenai.Delayed(3*time.Second, good)}, Default: good})
 	t.Cleanup(fake.Close)
 	llmEnvVars := []string{"ENGRAM_LLM_BASE_URL=" + fake.BaseURL(), "ENGRAM_LLM_MODEL=fake-model", "ENGRAM_LLM_API_KEY=test-key", "ENGRAM_LLM_TIMEOUT=10s"}
 	st, dbURL := testenv.StoreURL(t)
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
-	w1 := startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
+	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue, llmEnvVars...), bin, "worker")
 
 	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
 	eventually(t, 30*time.Second, "the first worker's LLM call", func() bool { return fake.ChatCalls() >= 1 })
-	w1.kill()
+	w1.Kill()
 	killedAt := time.Now()
 	assert.Equal(t, 1, fake.ChatCalls())
 	assert.Equal(t, 0, e.count("candidates", "TRUE"))
 
-	startWorkerProcess(t, bin, dbURL, e.queue, llmEnvVars...)
+	testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue, llmEnvVars...), bin, "worker")
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	var res write.MemoryWriteResult

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -56,11 +55,7 @@ func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEve
 
 func (e *env) start(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: write.MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey), TaskQueue: e.queue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, write.MemoryWriteWorkflowName, in)
+	run, err := write.Start(context.Background(), e.c, e.queue, in)
 	require.NoError(e.t, err)
 	return run
 }
@@ -319,8 +314,7 @@ func TestBatchIngest(t *testing.T) {
 			evs = append(evs, event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
 		}
 	}
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "batch-" + testenv.RandomID(8), TaskQueue: e.queue},
-		write.MemoryWriteBatchName, write.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
+	run, err := write.StartBatch(context.Background(), e.c, e.queue, "t1", "batch-"+testenv.RandomID(8), write.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
 	require.NoError(t, err)
 	var res write.MemoryWriteBatchResult
 	require.NoError(t, run.Get(context.Background(), &res))

@@ -1,0 +1,162 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/internal/actionserver"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/lifecycle"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/task"
+	"github.com/engramhq/engram/write"
+)
+
+var record = flag.Bool("record", false, "run the workflows of TestRecord on the real stack and overwrite testdata/*.json with their histories")
+
+// recorder runs every workflow kind in this process on the real stack.
+type recorder struct {
+	t      *testing.T
+	c      client.Client
+	st     *storage.Store
+	srv    *actionserver.Server
+	queue  string
+	tenant string
+}
+
+func newRecorder(t *testing.T) *recorder {
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	srv, err := actionserver.Start()
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	r := &recorder{t: t, c: c, st: st, srv: srv, queue: testenv.TaskQueue(t), tenant: "replay"}
+	w := tworker.New(c, r.queue, tworker.Options{})
+	write.Register(w, &write.MemoryActivities{
+		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
+		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
+	})
+	task.Register(w, &task.TaskActivities{HTTP: task.NewActionHTTPClient(), ActionEndpoint: srv.URL(), Store: st})
+	lifecycle.Register(w, lifecycle.Deps{Store: st, Temporal: c, Namespace: testenv.Namespace(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim)})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return r
+}
+
+// save writes the closed workflow's full history to testdata/name.
+func (r *recorder) save(name string, run client.WorkflowRun) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(r.t, run.Get(ctx, nil), "the recorded workflow must finish")
+	h := &historypb.History{}
+	it := r.c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(r.t, err)
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
+	require.NoError(r.t, err)
+	require.NoError(r.t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
+	r.t.Logf("recorded %s: %d events", name, len(h.Events))
+}
+
+func (r *recorder) update(id, name string, arg, out any) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := r.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(r.t, err, name)
+	require.NoError(r.t, h.Get(ctx, out), name)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRecord records the histories TestReplay replays. It runs only with -record.
+func TestRecord(t *testing.T) {
+	if !*record {
+		t.Skip("records histories only with -record (see the package comment)")
+	}
+	r := newRecorder(t)
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+	// A write whose inferred preference waits for review, confirmed by the update.
+	ev := write.IngestEvent{TenantID: r.tenant, IdempotencyKey: "k-review", UserID: "u1", Schema: "travel", Content: "我上次坐了靠窗的位置，挺好", OccurredAt: at, SessionID: "s1"}
+	in := write.MemoryWriteInput{Event: ev}
+	run, err := write.Start(context.Background(), r.c, r.queue, in)
+	require.NoError(t, err)
+	var pending []write.PendingCandidate
+	eventually(t, "a candidate pending review", func() bool {
+		v, err := r.c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.QueryPending)
+		return err == nil && v.Get(&pending) == nil && len(pending) > 0
+	})
+	var ack string
+	r.update(run.GetID(), write.UpdateReview, write.ReviewRequest{CandidateID: pending[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}, &ack)
+	r.save("memorywrite_review.json", run)
+
+	// A task whose step stalls past the call timeout (OUTCOME_UNKNOWN), is reconciled
+	// as applied, then completed.
+	cfg := task.TaskConfig{
+		CallTimeout: 500 * time.Millisecond, SendRetryInterval: 200 * time.Millisecond, MaxSends: 3,
+		ReconcilePollInterval: 200 * time.Millisecond, ReconcileMaxPollInterval: 500 * time.Millisecond,
+		ReconcileHeartbeatTimeout: 3 * time.Second, Linger: time.Second,
+	}
+	tin := task.TaskInput{TenantID: r.tenant, TaskID: "trip", UserID: "u1", SessionID: "s1", AgentID: "a1", Actor: "agent:a1", Config: cfg}
+	trun, err := r.c.ExecuteWorkflow(context.Background(), task.TaskStartOptions(r.queue, tin), task.TaskWorkflow, tin)
+	require.NoError(t, err)
+	id := trun.GetID()
+	var v task.TaskView
+	r.update(id, task.TaskUpdatePlan, task.PlanRequest{Actor: "agent:a1", Goal: "book a hotel in Lisbon", Steps: []task.TaskStep{
+		{Name: "hotel", Action: "book_hotel", Input: json.RawMessage(`{"city":"Lisbon","nights":2}`)},
+	}}, &v)
+	r.update(id, task.TaskUpdateRequestConfirmation, task.RequestConfirmationRequest{Actor: "agent:a1"}, &v)
+	r.update(id, task.TaskUpdateConfirm, task.ConfirmRequest{Actor: "user:u1"}, &v)
+	r.srv.Script(actionserver.ApplyThenStall(3 * time.Second))
+	r.srv.HoldStatus(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := r.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: task.TaskUpdateRunStep, Args: []any{task.RunStepRequest{Actor: "agent:a1"}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	require.NoError(t, err)
+	eventually(t, "OUTCOME_UNKNOWN", func() bool {
+		q, err := r.c.QueryWorkflow(context.Background(), id, "", task.TaskQueryState)
+		return err == nil && q.Get(&v) == nil && v.State == memory.TaskOutcomeUnknown
+	})
+	r.srv.HoldStatus(false)
+	require.NoError(t, h.Get(ctx, &v))
+	require.Equal(t, memory.TaskExecuting, v.State, v.LastError)
+	r.update(id, task.TaskUpdateComplete, task.CompleteRequest{Actor: "agent:a1"}, &v)
+	r.save("task_outcome_unknown.json", trun)
+
+	// The user is erased: every table, the write's workflow history, the tombstone.
+	ein := lifecycle.EraseSubjectInput{TenantID: r.tenant, UserID: "u1", RequestedBy: "admin", Reason: "replay recording"}
+	erun, err := r.c.ExecuteWorkflow(context.Background(), lifecycle.EraseSubjectStartOptions(r.queue, ein), lifecycle.EraseSubjectWorkflowName, ein)
+	require.NoError(t, err)
+	r.save("erase_subject.json", erun)
+}

@@ -1,0 +1,46 @@
+// Package replay replays recorded workflow histories against today's workflow code,
+// so a change that would break a workflow already running in production (a write
+// waiting three days for review, a task whose step outcome is unknown, an erasure
+// half done) fails here instead of in a worker's replay.
+//
+// The histories in testdata were recorded on the real stack by TestRecord. Record
+// them again only when an intended, versioned change (workflow.GetVersion) makes a
+// new history worth keeping beside the old ones; never to make a failing replay
+// pass. To record (the stack must run: eval "$(scripts/stack env)"):
+//
+//	go test ./tests/replay/ -run TestRecord -record
+//
+// which overwrites testdata/<name>.json. Keep the old file under another name when
+// the old history must still replay.
+package replay
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/engramhq/engram/lifecycle"
+	"github.com/engramhq/engram/task"
+	"github.com/engramhq/engram/write"
+)
+
+// histories are the recorded histories, by file name under testdata.
+var histories = []string{
+	"memorywrite_review.json",
+	"task_outcome_unknown.json",
+	"erase_subject.json",
+}
+
+func TestReplay(t *testing.T) {
+	for _, name := range histories {
+		t.Run(name, func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			write.RegisterWorkflows(r)
+			task.RegisterWorkflows(r)
+			lifecycle.RegisterWorkflows(r)
+			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package write
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/engramhq/engram/governance"
+)
+
+// UpdateOutcome is the update that answers once a write's outcome is known: it
+// finished, or its candidates await review. Start… helpers send it with the start
+// (Update-with-Start), so a caller that waits is answered at once, without polling.
+const UpdateOutcome = "outcome"
+
+// Outcome is what UpdateOutcome returns: the result when the workflow finished, or
+// PendingReview (and no result) while candidates wait for a human.
+type Outcome[R any] struct {
+	PendingReview bool `json:"pending_review,omitempty"`
+	Result        R    `json:"result"`
+}
+
+// MemoryWriteBatchWorkflowID is the workflow id of a batch: tenant and batch key,
+// beside (never equal to) the ids of single writes.
+func MemoryWriteBatchWorkflowID(tenantID, batchKey string) string {
+	return "write-batch/" + strings.TrimPrefix(MemoryWriteWorkflowID(tenantID, batchKey), "write/")
+}
+
+// StartOptions are the options every write workflow is started with: a retried
+// request joins the running workflow (USE_EXISTING) and never starts a finished one
+// again (REJECT_DUPLICATE), so one idempotency key is one write.
+func StartOptions(taskQueue, workflowID string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID: workflowID, TaskQueue: taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+}
+
+// Start starts, or joins, the MemoryWrite of in.Event; the returned run is the one
+// workflow of its idempotency key, finished or not.
+func Start(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput) (client.WorkflowRun, error) {
+	return c.ExecuteWorkflow(ctx, StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey)), MemoryWriteWorkflowName, in)
+}
+
+// StartBatch starts, or joins, the MemoryWriteBatch of batchKey.
+func StartBatch(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput) (client.WorkflowRun, error) {
+	return c.ExecuteWorkflow(ctx, StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey)), MemoryWriteBatchName, in)
+}
+
+// Waited is what a caller of StartAndWait learns.
+type Waited[R any] struct {
+	RunID string
+	// Running: the wait ended before the outcome was known; the workflow runs on
+	// (start it again with the same input to wait again).
+	Running bool
+	Outcome[R]
+}
+
+// StartAndWait starts, or joins, the MemoryWrite of in.Event and returns as soon as
+// its outcome is known (Update-with-Start: no polling), or Running after wait. An
+// error is the workflow's failure, or the service's, or ctx's.
+func StartAndWait(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
+	opts := StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey))
+	return startAndWait[MemoryWriteResult](ctx, c, opts, MemoryWriteWorkflowName, in, wait)
+}
+
+// StartBatchAndWait is StartAndWait for the MemoryWriteBatch of batchKey.
+func StartBatchAndWait(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput, wait time.Duration) (Waited[MemoryWriteBatchResult], error) {
+	opts := StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))
+	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait)
+}
+
+func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration) (Waited[R], error) {
+	var out Waited[R]
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	h, err := c.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: c.NewWithStartWorkflowOperation(opts, name, in),
+		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: UpdateOutcome, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		// The workflow of this key finished before (REJECT_DUPLICATE): its result is
+		// the answer.
+		out.RunID = started.RunId
+		err = c.GetWorkflow(wctx, opts.ID, started.RunId).Get(wctx, &out.Result)
+	case err == nil:
+		out.RunID = h.RunID()
+		err = h.Get(wctx, &out.Outcome)
+	}
+	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+		return out, err
+	}
+	// The wait is over, the workflow runs on.
+	out.Running = true
+	if out.RunID == "" {
+		d, err := c.DescribeWorkflowExecution(ctx, opts.ID, "")
+		if err != nil {
+			return out, err
+		}
+		out.RunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	return out, nil
+}
+
+// outcome answers UpdateOutcome for one workflow run.
+type outcome[R any] struct {
+	done   bool
+	result R
+	err    error
+	rv     *reviewState
+}
+
+// answering runs a write workflow's body with the UpdateOutcome handler installed
+// before anything else (so an update sent with the start is never refused as
+// unknown), and answers it with what the body returns before the run closes.
+func answering[I, R any](ctx workflow.Context, in I, body func(workflow.Context, I, *reviewState) (R, error)) (R, error) {
+	o := &outcome[R]{rv: &reviewState{verdicts: map[string]governance.Verdict{}}}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateOutcome, func(ctx workflow.Context) (Outcome[R], error) {
+		if err := workflow.Await(ctx, func() bool { return o.done || o.rv.waiting }); err != nil {
+			return Outcome[R]{}, err
+		}
+		if !o.done {
+			return Outcome[R]{PendingReview: true}, nil
+		}
+		return Outcome[R]{Result: o.result}, o.err
+	}, workflow.UpdateHandlerOptions{Description: "returns when the write finished or its candidates await review"}); err != nil {
+		return o.result, err
+	}
+	res, err := body(ctx, in, o.rv)
+	o.done, o.result, o.err = true, res, err
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return res, err
+}
