@@ -2,8 +2,7 @@
 // OTEL_EXPORTER_OTLP_*), with defaults that work on a developer machine after
 // `scripts/stack up`. It is the only package that reads the environment (cmd/
 // aside): everything else takes a Config or a value from one. It imports only
-// governance (thresholds) and privacy (the keyring), which import nothing of
-// Engram's but memory.
+// memory (the default schema), governance (thresholds) and privacy (the keyring).
 package config
 
 import (

@@ -108,7 +108,7 @@ func TestRecord(t *testing.T) {
 	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
 	// A write whose inferred preference waits for review, confirmed by the update.
-	ev := write.IngestEvent{TenantID: r.tenant, IdempotencyKey: "k-review", UserID: "u1", Schema: "travel", Content: "我上次坐了靠窗的位置，挺好", OccurredAt: at, SessionID: "s1"}
+	ev := memory.IngestEvent{TenantID: r.tenant, IdempotencyKey: "k-review", UserID: "u1", Schema: "travel", Content: "我上次坐了靠窗的位置，挺好", OccurredAt: at, SessionID: "s1"}
 	in := write.MemoryWriteInput{Event: ev}
 	run, err := write.Start(context.Background(), r.c, r.queue, in)
 	require.NoError(t, err)
