@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
@@ -288,21 +285,12 @@ func benchDatabase(ctx context.Context, flag string) (string, error) {
 	if base == "" {
 		return "", fmt.Errorf("set ENGRAM_DATABASE_URL (the bench uses database engram_bench on that server) or --database-url")
 	}
-	pu, err := url.Parse(base)
+	u, err := storage.SiblingDatabase(base, "engram_bench")
 	if err != nil {
 		return "", fmt.Errorf("ENGRAM_DATABASE_URL: %w", err)
 	}
-	pu.Path = "/engram_bench"
-	admin := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(base)))
-	defer admin.Close()
-	var n int
-	if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_database WHERE datname = 'engram_bench'").Scan(&n); err != nil {
-		return "", fmt.Errorf("look for database engram_bench: %w", err)
+	if err := storage.CreateDatabase(ctx, base, "engram_bench", true); err != nil {
+		return "", err
 	}
-	if n == 0 {
-		if _, err := admin.ExecContext(ctx, "CREATE DATABASE engram_bench"); err != nil && !strings.Contains(err.Error(), "already exists") {
-			return "", fmt.Errorf("create database engram_bench: %w", err)
-		}
-	}
-	return pu.String(), nil
+	return u, nil
 }
