@@ -169,12 +169,7 @@ func (s *memoryServer) Ingest(ctx context.Context, req *connect.Request[engramv1
 		if err != nil {
 			return nil, err
 		}
-		if m.Event.OccurredAt == nil {
-			if err := s.sameRetryTime(ctx, p.TenantID, []*memory.IngestEvent{&ev}); err != nil {
-				return nil, toConnect(ctx, err)
-			}
-		}
-		res, err := s.ingestOne(ctx, ev, m.Wait, wait)
+		res, err := s.ingestOne(ctx, ev, m.Event.OccurredAt == nil, m.Wait, wait)
 		if err != nil {
 			return nil, toConnect(ctx, err)
 		}
@@ -236,7 +231,12 @@ func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*
 
 // ingestOne records the event (so a reused key with other content is refused
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
-func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
+//
+// defaultTime says the event's time defaulted to now: a retry then takes the time
+// stored for its key, so it is the same event. Two identical requests at once both
+// find no stored time; the one that loses the insert reads the winner's time and
+// tries once more, so it joins the write instead of being refused.
+func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, defaultTime, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
 	wfID := write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
 	// The same protection as the write path's Record, so both compute the same
 	// fingerprint and a retry is recognised.
@@ -244,9 +244,24 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, wai
 	if err != nil {
 		return nil, fmt.Errorf("protect content: %w", err)
 	}
-	stored, _, err := s.Store.InsertEvent(ctx, ev.TenantID, storage.NewEvent(ev, wfID, prot))
+	var stored *storage.Event
+	for attempt := 0; ; attempt++ {
+		if defaultTime {
+			if err := s.sameRetryTime(ctx, ev.TenantID, []*memory.IngestEvent{&ev}); err != nil {
+				return nil, err
+			}
+		}
+		stored, _, err = s.Store.InsertEvent(ctx, ev.TenantID, storage.NewEvent(ev, wfID, prot))
+		if !errors.Is(err, storage.ErrIdempotencyConflict) || !defaultTime || attempt > 0 {
+			break
+		}
+	}
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
-		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("event.idempotency_key: %q was already used for a different event (received %s)", ev.IdempotencyKey, stored.ReceivedAt.UTC().Format(time.RFC3339)))
+		why := "different content, actor, scope ids or time"
+		if stored.SchemaName != ev.Schema {
+			why = fmt.Sprintf("schema %q, not %q", stored.SchemaName, ev.Schema)
+		}
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("event.idempotency_key: %q was already used for a different event (%s; received %s)", ev.IdempotencyKey, why, stored.ReceivedAt.UTC().Format(time.RFC3339)))
 	}
 	if err != nil {
 		return nil, prefixField("event.", err)

@@ -165,7 +165,7 @@ func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (sto
 	if err != nil {
 		return nil, false, fmt.Errorf("load event by idempotency key: %w", err)
 	}
-	if existing.ContentHash != e.ContentHash {
+	if existing.ContentHash != e.ContentHash || existing.SchemaName != e.SchemaName {
 		return existing, false, ErrIdempotencyConflict
 	}
 	return existing, false, nil
@@ -298,7 +298,7 @@ func NewEvent(e memory.IngestEvent, workflowID string, prot ProtectedContent) *E
 }
 
 // EventsByKey loads the stored events of the given idempotency keys (id, key,
-// content hash, status and occurred_at; not the content). Keys never used are absent.
+// content hash, schema, status and occurred_at; not the content). Keys never used are absent.
 func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string) ([]Event, error) {
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
@@ -307,7 +307,7 @@ func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string)
 		return nil, nil
 	}
 	var out []Event
-	err := s.db.NewSelect().Model(&out).Column("id", "idempotency_key", "content_hash", "status", "occurred_at").
+	err := s.db.NewSelect().Model(&out).Column("id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at").
 		Where("tenant_id = ? AND idempotency_key IN (?)", tenantID, bun.In(keys)).Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load events by idempotency key: %w", err)
@@ -354,7 +354,7 @@ func (s *Store) MatchEvents(ctx context.Context, tenantID string, rows []*Event)
 		if len(e.Payload) == 0 {
 			e.Payload = json.RawMessage("{}") // as InsertEvent stores it
 		}
-		if HashEventContent(&e) != x.ContentHash {
+		if HashEventContent(&e) != x.ContentHash || x.SchemaName != r.SchemaName {
 			return nil, &EventKeyConflict{Index: i, Key: r.IdempotencyKey}
 		}
 		ids[r.IdempotencyKey] = x.ID
