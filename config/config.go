@@ -65,6 +65,12 @@ type Config struct {
 	// Maintenance schedules (lifecycle.ConfigFrom turns them into policies).
 	Maintenance Maintenance
 
+	// API rate limits (0 disables): calls per second per API key
+	// (ENGRAM_RATE_LIMIT, default 200) and failed authentications per second per
+	// client address (ENGRAM_AUTH_FAIL_LIMIT, default 2).
+	RateLimitPerKey   float64
+	AuthFailuresPerIP float64
+
 	// Tracing is on when an OTLP endpoint is configured (the exporter reads the
 	// other OTEL_EXPORTER_OTLP_* variables itself).
 	Tracing bool
@@ -128,6 +134,8 @@ func FromEnv() (Config, error) {
 		ReviewTimeout:       72 * time.Hour,
 		ActionTimeout:       10 * time.Second,
 		ConfirmationTimeout: 24 * time.Hour,
+		RateLimitPerKey:     200,
+		AuthFailuresPerIP:   2,
 		Redact:              env("ENGRAM_REDACT", ""),
 		RedactOriginal:      env("ENGRAM_REDACT_ORIGINAL", ""),
 		TypesenseURL:        env("ENGRAM_TYPESENSE_URL", ""),
@@ -164,6 +172,8 @@ func FromEnv() (Config, error) {
 		{"ENGRAM_REJECT_BELOW", &c.Governance.RejectBelow},
 		{"ENGRAM_CONFIRM_BELOW", &c.Governance.ConfirmBelow},
 		{"ENGRAM_DUPLICATE_SIMILARITY", &c.Governance.DuplicateSimilarity},
+		{"ENGRAM_RATE_LIMIT", &c.RateLimitPerKey},
+		{"ENGRAM_AUTH_FAIL_LIMIT", &c.AuthFailuresPerIP},
 	}
 	for _, f := range floats {
 		if v := os.Getenv(f.name); v != "" {
@@ -171,6 +181,9 @@ func FromEnv() (Config, error) {
 				return c, fmt.Errorf("%s: %q is not a number", f.name, v)
 			}
 		}
+	}
+	if c.RateLimitPerKey < 0 || c.AuthFailuresPerIP < 0 {
+		return c, fmt.Errorf("ENGRAM_RATE_LIMIT, ENGRAM_AUTH_FAIL_LIMIT: %v, %v: a rate is ≥ 0 (0 turns the limit off)", c.RateLimitPerKey, c.AuthFailuresPerIP)
 	}
 	if v := os.Getenv("ENGRAM_CONFIRM_INFERRED"); v != "" {
 		if c.Governance.ConfirmInferred, err = strconv.ParseBool(v); err != nil {

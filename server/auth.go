@@ -81,23 +81,6 @@ type KeyResolver interface {
 	LookupAPIKey(ctx context.Context, key string) (*storage.APIKey, error)
 }
 
-// NewAuthInterceptor resolves `Authorization: Bearer <key>` to a Principal on every
-// unary call; a missing, malformed, unknown or revoked key is UNAUTHENTICATED.
-func NewAuthInterceptor(keys KeyResolver) connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if req.Spec().IsClient {
-				return next(ctx, req)
-			}
-			p, err := AuthenticateHeader(ctx, keys, req.Header().Get("Authorization"))
-			if err != nil {
-				return nil, err
-			}
-			return next(WithPrincipal(ctx, p), req)
-		}
-	}
-}
-
 // require returns the principal when it holds one of roles, PERMISSION_DENIED
 // otherwise.
 func require(ctx context.Context, what string, roles ...string) (*Principal, error) {

@@ -70,7 +70,7 @@ func New(d Deps) (http.Handler, error) {
 		return nil, err
 	}
 	opts := append([]connect.HandlerOption{
-		connect.WithInterceptors(NewAuthInterceptor(d.Store), NewValidateInterceptor()),
+		connect.WithInterceptors(NewAuthInterceptor(d.Store, Limits{PerKey: d.Config.RateLimitPerKey, AuthFailuresPerIP: d.Config.AuthFailuresPerIP}), NewValidateInterceptor()),
 		connect.WithReadMaxBytes(d.ReadMaxBytes),
 	}, JSONCodecs()...)
 	mux := http.NewServeMux()

@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/engramhq/engram/client"
+	"github.com/engramhq/engram/config"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/storage"
+)
+
+// One key over its rate, and one address that keeps sending bad keys, are told
+// to slow down (RESOURCE_EXHAUSTED, HTTP 429, with Retry-After) instead of being
+// served without limit; another key is not affected.
+func TestRateLimits(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	cfg, err := config.FromEnv()
+	require.NoError(t, err)
+	cfg.RateLimitPerKey, cfg.AuthFailuresPerIP = 5, 1 // bursts of 10 calls and 10 failures
+	h, err := server.New(server.Deps{Store: st, Temporal: testenv.Temporal(t), Config: cfg})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = server.HTTPServer("", h)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	key := func(name string) string {
+		k, err := st.CreateAPIKey(ctx, &storage.APIKey{TenantID: "t-" + testenv.RandomID(6), Principal: name, Roles: []string{storage.RoleAgent}})
+		require.NoError(t, err)
+		return k
+	}
+	list := func(c *client.Client) error {
+		_, err := c.Memory.ListFacts(ctx, connect.NewRequest(&engramv1.ListFactsRequest{UserId: "u1"}))
+		return err
+	}
+	busy := client.New(srv.URL, key("busy"), client.WithRetry(1, 0))
+	served, limited := 0, 0
+	var last error
+	for range 40 {
+		switch err := list(busy); connect.CodeOf(err) {
+		case connect.CodeResourceExhausted:
+			limited++
+			last = err
+		default:
+			require.NoError(t, err)
+			served++
+		}
+	}
+	assert.GreaterOrEqual(t, served, 10, "the burst is served")
+	assert.Less(t, served, 20, "a key at 5/s is not served 40 calls at once")
+	assert.Positive(t, limited)
+	var ce *connect.Error
+	require.ErrorAs(t, last, &ce)
+	assert.NotEmpty(t, ce.Meta().Get("Retry-After"))
+	require.NoError(t, list(client.New(srv.URL, key("calm"), client.WithRetry(1, 0))), "another key has its own rate")
+
+	bad := client.New(srv.URL, "egk_not-a-key", client.WithRetry(1, 0))
+	codes := map[connect.Code]int{}
+	for range 30 {
+		codes[connect.CodeOf(list(bad))]++
+	}
+	assert.Equal(t, 10, codes[connect.CodeUnauthenticated], "the first failures are answered as such")
+	assert.Equal(t, 20, codes[connect.CodeResourceExhausted], "then the address must slow down")
+}
