@@ -122,7 +122,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}
 	if opts.Worker {
-		w, err := newWorker(a.Temporal, cfg, a.Store, a.Embedder, log)
+		w, err := NewWorkerWith(a.Temporal, cfg, a.Store, a.Embedder, nil, log)
 		if err != nil {
 			return nil, err
 		}

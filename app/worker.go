@@ -102,6 +102,10 @@ func KeywordIndex(cfg config.Config, st *storage.Store) (recall.KeywordIndex, *t
 	return ix, ix, nil
 }
 
+// cacheOnce sets the process's workflow cache size (one cache for all its
+// workers) before the first worker starts.
+var cacheOnce sync.Once
+
 // New builds a worker on cfg.TaskQueue with every workflow and activity
 // registered, with the extractor and embedder cfg asks for.
 func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger) (worker.Worker, error) {
@@ -109,15 +113,24 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("embedder: %w", err)
 	}
-	return newWorker(c, cfg, st, em, log)
+	return NewWorkerWith(c, cfg, st, em, nil, log)
 }
 
-func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, log *slog.Logger) (worker.Worker, error) {
-	ex, err := Extractor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("extractor: %w", err)
+// NewWorkerWith is New with the embedder given and, unless ex is nil, the
+// extractor (a benchmark's or an evaluation's own).
+func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger) (worker.Worker, error) {
+	if ex == nil {
+		var err error
+		if ex, err = Extractor(cfg); err != nil {
+			return nil, fmt.Errorf("extractor: %w", err)
+		}
 	}
 	schemas := schema.Stored(st.LookupSchema)
+	cacheOnce.Do(func() {
+		if cfg.WorkflowCache > 0 {
+			worker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
+		}
+	})
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)

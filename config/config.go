@@ -46,6 +46,12 @@ type Config struct {
 	Governance      governance.Config
 	DefaultSchema   string
 
+	// WorkflowCache bounds the workflows a worker keeps in memory between their
+	// tasks (ENGRAM_WORKFLOW_CACHE, default 1000; the SDK's own default is 10,000).
+	// A write waiting days for review is one of them; one that falls out of the
+	// cache is replayed from its history when its next task comes.
+	WorkflowCache int
+
 	// Tasks.
 	ActionURL           string        // the action endpoint side-effecting steps call
 	ActionTimeout       time.Duration // one call
@@ -135,6 +141,7 @@ func FromEnv() (Config, error) {
 		ActionTimeout:       10 * time.Second,
 		ConfirmationTimeout: 24 * time.Hour,
 		RateLimitPerKey:     200,
+		WorkflowCache:       1000,
 		AuthFailuresPerIP:   2,
 		Redact:              env("ENGRAM_REDACT", ""),
 		RedactOriginal:      env("ENGRAM_REDACT_ORIGINAL", ""),
@@ -158,6 +165,11 @@ func FromEnv() (Config, error) {
 			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
 				return c, fmt.Errorf("%s: %q is not a positive duration (e.g. 30s, 72h)", d.name, v)
 			}
+		}
+	}
+	if v := os.Getenv("ENGRAM_WORKFLOW_CACHE"); v != "" {
+		if c.WorkflowCache, err = strconv.Atoi(v); err != nil || c.WorkflowCache < 1 {
+			return c, fmt.Errorf("ENGRAM_WORKFLOW_CACHE: %q must be a positive integer", v)
 		}
 	}
 	if v := os.Getenv("ENGRAM_EXTRACT_ATTEMPTS"); v != "" {
