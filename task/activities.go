@@ -457,7 +457,7 @@ func (a *TaskActivities) RecordTransition(ctx context.Context, in RecordTransiti
 		Actor: tr.Actor, Reason: tr.Reason, Step: tr.Step, At: tr.At,
 	})
 	var fe memory.FieldError
-	if errors.As(err, &fe) {
+	if errors.As(err, &fe) || storage.Permanent(err) {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("record transition %d of task %s: %v", tr.Seq, t.TaskID, err), ErrTypeTaskBadInput, err)
 	}
 	if err != nil {

@@ -81,7 +81,12 @@ var evidenceKind = map[string]string{"MESSAGE": "TURN", "TOOL_RESULT": "TOOL_RES
 
 // Record stores the event and its evidence (idempotent) and gathers recent turns
 // and known entities for the extractor.
-func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordResult, error) {
+func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ RecordResult, err error) {
+	defer func() {
+		if err != nil && storage.Permanent(err) {
+			err = badWriteInput(err) // e.g. a value Postgres can never store: fail now, with the reason
+		}
+	}()
 	e := in.Event
 	if err := e.Validate(); err != nil {
 		return RecordResult{}, badWriteInput(err)
