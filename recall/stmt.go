@@ -233,11 +233,11 @@ func buildRecallSQL(current bool, n int, part int) string {
 		// The named task and session, each only if it is the user's (or nobody's):
 		// one row each, its fields as JSON in the content column (see taskSession).
 		b.WriteString(" UNION ALL SELECT 't', '', 0, NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
-			"json_build_object('goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'next_step', t.next_step, 'last_error', t.last_error)::text, " +
+			"json_build_object('id', t.id, 'userid', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'nextstep', t.next_step, 'lasterror', t.last_error)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
 			"FROM (SELECT * FROM tasks t WHERE $5 <> '' AND t.tenant_id = $1 AND t.id = $5 AND (t.user_id = $2 OR t.user_id = '') LIMIT 1) t " +
 			"UNION ALL SELECT 's', '', 0, NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +
-			"json_build_object('recent', s.recent, 'summary', s.summary)::text, " +
+			"json_build_object('id', s.id, 'userid', s.user_id, 'recent', s.recent, 'summary', s.summary)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
 			"FROM (SELECT * FROM sessions s WHERE $4 <> '' AND s.tenant_id = $1 AND s.id = $4 AND (s.user_id = $2 OR s.user_id = '') LIMIT 1) s")
 	}
@@ -618,32 +618,21 @@ type taskSession struct {
 	session *storage.Session
 }
 
-// row reads a 't' (task) or 's' (session) row of the statement.
+// row reads a 't' (task) or 's' (session) row of the statement: JSON whose keys
+// are the storage.Task and storage.Session field names.
 func (ts *taskSession) row(v []driver.Value) error {
 	js := []byte(asString(v[17]))
 	if asString(v[0]) == "t" {
-		var t struct {
-			Goal      string           `json:"goal"`
-			State     memory.TaskState `json:"state"`
-			Done      []string         `json:"done"`
-			Todo      []string         `json:"todo"`
-			NextStep  string           `json:"next_step"`
-			LastError string           `json:"last_error"`
-		}
-		if err := json.Unmarshal(js, &t); err != nil {
+		ts.task = new(storage.Task)
+		if err := json.Unmarshal(js, ts.task); err != nil {
 			return fmt.Errorf("read task: %w", err)
 		}
-		ts.task = &storage.Task{ID: asString(v[4]), UserID: asString(v[9]), Goal: t.Goal, State: t.State, Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
 		return nil
 	}
-	var s struct {
-		Recent  []storage.Turn `json:"recent"`
-		Summary string         `json:"summary"`
-	}
-	if err := json.Unmarshal(js, &s); err != nil {
+	ts.session = new(storage.Session)
+	if err := json.Unmarshal(js, ts.session); err != nil {
 		return fmt.Errorf("read session: %w", err)
 	}
-	ts.session = &storage.Session{ID: asString(v[4]), UserID: asString(v[9]), Recent: s.Recent, Summary: s.Summary}
 	return nil
 }
 
