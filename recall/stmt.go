@@ -178,9 +178,13 @@ func buildRecallSQL(current bool, n int, part int) string {
 	for _, a := range factArms {
 		vis = append(vis, "("+a+")")
 	}
-	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.valid_from) AS vf "+
-		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w JOIN facts f ON f.tenant_id = $1 AND f.entity_id = w.id AND f.entity_type = w.type "+
-		"WHERE (%s) AND %s GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
+	// Each entity reached looks up its facts (facts_recall_entity; OFFSET 0 keeps
+	// the lookup a nested loop): joined as a whole, the generic plan read every
+	// visible fact, the tenant's included, and hashed them against the walk.
+	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.vf) AS vf "+
+		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.valid_from AS vf FROM facts f "+
+		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
+		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
 	// ev: the principal's visible turns, read once for both evidence retrievers
 	// (each turn's distance, and its lexemes when it matches the query).
 	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
