@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -75,9 +76,11 @@ type Options struct {
 	// DefaultSchema parses questions when the request names none (default general).
 	DefaultSchema string
 	AccessLog     AccessLogMode
-	// OneStatement runs every retriever in one statement on one connection; by
-	// default the semantic retrievers and the others run as two statements at
-	// once on two connections (lower latency when cores are free).
+	// OneStatement runs every retriever in one statement on one connection. By
+	// default a recall that runs alone runs the semantic retrievers and the
+	// others as two statements at once on two connections (lower latency when
+	// cores are free), and recalls that run beside others run one statement each
+	// (two statements cost more CPU than one, which is what bounds throughput).
 	OneStatement bool
 	// QueryEmbeddingCache is how many query embeddings the engine keeps (an LRU
 	// keyed by the exact query text, in front of the embedder; default
@@ -102,6 +105,9 @@ type Engine struct {
 	schemaCache map[string]schemaEntry
 
 	log *accessLogger
+
+	// inflight counts the recalls running now (see Options.OneStatement).
+	inflight atomic.Int32
 
 	// conns: per connection, whether it is tuned and what is prepared on it.
 	conns connStates
@@ -294,6 +300,8 @@ func parseRetrievers(names []string) (retrieverSet, error) {
 // per key, task scope first → context within the budget → access log.
 func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	start := time.Now()
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
 	now := e.opts.Now()
 	if err := e.validate(&req, now); err != nil {
 		return Response{}, err
@@ -346,8 +354,9 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 		p.tsq = tsQueryText(parsed.Terms)
 	}
 
-	// Retrieval: one statement runs every retriever over facts and evidence; the
-	// task and session and an external keyword index (when configured) alongside.
+	// Retrieval: one statement runs every retriever over facts and evidence and
+	// reads the named task and session; an external keyword index (when
+	// configured) runs alongside.
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -373,9 +382,6 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 			}
 		}()
 	}
-	if req.TaskID != "" || req.SessionID != "" {
-		run("task_session", func(ctx context.Context) (err error) { task, session, err = e.taskAndSession(ctx, vis); return })
-	}
 	if !e.pgKW && len(parsed.Terms) > 0 && on.has(RetrieverKeyword) {
 		run("keyword_index", func(ctx context.Context) error {
 			hits, err := e.kw.Search(ctx, vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
@@ -388,7 +394,9 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 		})
 	}
 	t = time.Now()
-	facts, evs, err = e.runRecallSQL(ctx, p, on)
+	var ts taskSession // the statement reads the named task and session too
+	facts, evs, err = e.runRecallSQL(ctx, p, on, &ts)
+	task, session = ts.task, ts.session
 	mu.Lock()
 	mark("retrieve", t)
 	mu.Unlock()
@@ -462,36 +470,6 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	timings["total"] = time.Since(start)
 	resp.Timings = timings
 	return resp, nil
-}
-
-// taskAndSession reads the named task and session, each only if it is the
-// principal user's (or nobody's).
-func (e *Engine) taskAndSession(ctx context.Context, v Visibility) (*storage.Task, *storage.Session, error) {
-	var task *storage.Task
-	var sess *storage.Session
-	if v.TaskID != "" && v.allows(memory.ScopeTask) {
-		t := new(storage.Task)
-		err := e.db.NewSelect().Model(t).Where("tenant_id = ? AND id = ? AND (user_id = ? OR user_id = '')", v.TenantID, v.TaskID, v.UserID).Limit(1).Scan(ctx)
-		if err == nil {
-			task = t
-		} else if !isNoRows(err) {
-			return nil, nil, fmt.Errorf("read task: %w", err)
-		}
-	}
-	if v.SessionID != "" && v.allows(memory.ScopeSession) {
-		s := new(storage.Session)
-		err := e.db.NewSelect().Model(s).Where("tenant_id = ? AND id = ? AND (user_id = ? OR user_id = '')", v.TenantID, v.SessionID, v.UserID).Limit(1).Scan(ctx)
-		if err == nil {
-			sess = s
-		} else if !isNoRows(err) {
-			return nil, nil, fmt.Errorf("read session: %w", err)
-		}
-	}
-	return task, sess, nil
-}
-
-func isNoRows(err error) bool {
-	return err != nil && (errors.Is(err, storage.ErrNotFound) || strings.Contains(err.Error(), "no rows in result set"))
 }
 
 // explainPlan builds the plan of a request as Recall would (no access log, no

@@ -27,7 +27,9 @@ type explainNode struct {
 
 // retrieverTimesFromPlan reads an EXPLAIN (ANALYZE, FORMAT JSON) of the recall
 // statement: the inclusive time of each retriever CTE's scan (what the CTEs it
-// reads cost included), the statement's execution time, and the rest ("rows").
+// reads cost included: vf and ev, which several retrievers read, count in the
+// first that runs, semantic when it is on), the statement's execution time, and
+// the rest ("rows").
 func retrieverTimesFromPlan(js string) (map[string]time.Duration, error) {
 	var doc []struct {
 		Plan          explainNode `json:"Plan"`

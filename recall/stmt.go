@@ -3,10 +3,10 @@ package recall
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +15,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
 )
 
 // The recall statement: every retriever over facts and evidence in one statement
@@ -98,32 +99,69 @@ func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order str
 func buildRecallSQL(current bool, n int, part int) string {
 	tf := factTimeSQL(current)
 	var b strings.Builder
-	b.WriteString("WITH RECURSIVE sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
+	b.WriteString("WITH RECURSIVE ")
+	// vf: the visible facts of the user, its department and its agent (and, in past
+	// recall, the tenant's), read once for the semantic, keyword and structured
+	// retrievers: each row's distance, rank and structured priority are computed
+	// in the one pass, and each retriever takes its best n per arm from it. (Read
+	// by each retriever, the same few hundred wide rows were fetched three times,
+	// which was most of the statement's time.) Current TENANT facts, which can be
+	// many, are read by each retriever from its own index.
+	arms := []string{factArms[0], factArms[2], factArms[3]}
+	if !current {
+		arms = factArms
+	}
+	// A part computes only what its retrievers read; the other expressions stay
+	// in the text behind a false gate (folded away when planned), so that every
+	// part still gives each parameter its type.
+	semGate, lexGate := "", ""
+	if part == partLexical {
+		semGate = "false AND "
+	}
+	if part == partSemantic {
+		lexGate = "false AND "
+	}
+	dExpr := "CASE WHEN " + semGate + "$22 AND f.embedding IS NOT NULL THEN f.embedding <=> $10::vector END"
+	rExpr := "CASE WHEN " + lexGate + "$23 AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
+	priExpr := "CASE WHEN " + lexGate + "$20 AND " + structuredCondSQL + " THEN " + structuredPriSQL + " END"
+	b.WriteString("vf AS MATERIALIZED (")
+	for i, arm := range arms {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&b, "SELECT %d AS a, f.id, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE ($22 OR $23 OR $20) AND %s AND %s",
+			i, dExpr, rExpr, priExpr, arm, tf)
+	}
+	b.WriteString("), ")
+	// fromVF takes the best n of each arm of vf by order among the rows with col.
+	fromVF := func(cols, col, order string) {
+		for i := range arms {
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			fmt.Fprintf(&b, "(SELECT %s FROM vf WHERE a = %d AND %s IS NOT NULL ORDER BY %s LIMIT %d)", cols, i, col, order, n)
+		}
+	}
+	b.WriteString("sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
+	fromVF("id, d", "d", "d")
 	if current {
-		unionArms(&b, []string{factArms[0], factArms[2], factArms[3]}, "$22", "f.id, f.embedding <=> $10::vector AS d", tf, "f.embedding IS NOT NULL", "f.embedding <=> $10::vector", n)
 		b.WriteString(" UNION ALL " + tenantSemCurrent(n))
-	} else {
-		unionArms(&b, factArms, "$22", "f.id, f.embedding <=> $10::vector AS d", tf, "f.embedding IS NOT NULL", "f.embedding <=> $10::vector", n)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*n)
-	// Keyword: the facts of the user, its department and its agent (a few hundred
-	// at most) are filtered row by row (IS TRUE keeps the whole table's GIN index,
-	// whose matches for a common CJK bigram run to tens of thousands, out of the
-	// generic plan); current TENANT facts, which can be many, use their own GIN
-	// index (facts_search_tenant_gin).
+	// Keyword: current TENANT facts use their own GIN index (facts_search_tenant_gin).
 	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
-	kwSel := "f.id, ts_rank(f.search, " + tsqSQL + ") AS r"
+	fromVF("id, r", "r", "r DESC")
 	if current {
-		unionArms(&b, []string{factArms[0], factArms[2], factArms[3]}, "$23", kwSel, tf, "(f.search @@ "+tsqSQL+") IS TRUE", "r DESC", n)
-		fmt.Fprintf(&b, " UNION ALL (SELECT %s FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", kwSel, tf, n)
-	} else {
-		unionArms(&b, factArms, "$23", kwSel, tf, "(f.search @@ "+tsqSQL+") IS TRUE", "r DESC", n)
+		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, n)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", n)
 	b.WriteString("st AS (SELECT id, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
-	stArms := slices.Clone(factArms)
-	stArms[1] += " AND f.importance >= 0" // lets facts_recall_tenant_st serve it (see the migration)
-	unionArms(&b, stArms, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
+	fromVF("id, pri, imp, vf", "pri", "pri DESC, imp DESC, vf DESC")
+	if current {
+		// importance >= 0 lets facts_recall_tenant_st serve it (see the migration).
+		b.WriteString(" UNION ALL ")
+		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
+	}
 	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", n)
 	// Graph: the user's entities the question names (by id, else by type and
 	// state), then up to $17 edges further in the user's own graph, never back
@@ -140,26 +178,33 @@ func buildRecallSQL(current bool, n int, part int) string {
 	for _, a := range factArms {
 		vis = append(vis, "("+a+")")
 	}
-	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.valid_from) AS vf "+
-		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w JOIN facts f ON f.tenant_id = $1 AND f.entity_id = w.id AND f.entity_type = w.type "+
-		"WHERE (%s) AND %s GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
-	fmt.Fprintf(&b, "esem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT e.id, e.embedding <=> $10::vector AS d FROM evidence e WHERE $22 AND %s AND e.embedding IS NOT NULL "+
-		"ORDER BY e.embedding <=> $10::vector LIMIT %d) x), ", evidenceVisibleSQL, n)
+	// Each entity reached looks up its facts (facts_recall_entity; OFFSET 0 keeps
+	// the lookup a nested loop): joined as a whole, the generic plan read every
+	// visible fact, the tenant's included, and hashed them against the walk.
+	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.vf) AS vf "+
+		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.valid_from AS vf FROM facts f "+
+		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
+		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
+	// ev: the principal's visible turns, read once for both evidence retrievers
+	// (each turn's distance, and its lexemes when it matches the query).
+	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
+	esExpr := "CASE WHEN " + lexGate + "$23 AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
+	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
+	fmt.Fprintf(&b, "esem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) x), ", n)
 	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics over the
 	// principal's visible turns as the corpus: N and the document frequencies are
 	// counted over them at query time (no statistics to keep in step), a turn's own
 	// words count in full and the words of the turn before it (weight C, see
 	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes.
 	fmt.Fprintf(&b, "eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
-		"em AS MATERIALIZED (SELECT e.id, e.search, greatest(length(ts_filter(e.search, '{a,b,d}')), 1) AS dl FROM evidence e WHERE $23 AND %s "+
-		"AND (e.search @@ "+tsqSQL+") IS TRUE), "+
+		"em AS MATERIALIZED (SELECT id, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ev WHERE search IS NOT NULL), "+
 		"etf AS (SELECT m.id, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
 		"FROM em m CROSS JOIN LATERAL unnest(m.search) u WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"edf AS (SELECT lexeme, count(*)::float8 AS df FROM etf GROUP BY lexeme), "+
-		"en AS (SELECT greatest((SELECT count(*) FROM evidence e WHERE $23 AND %s), 1)::float8 AS n, coalesce((SELECT avg(dl) FROM em), 1)::float8 AS avgdl), "+
+		"en AS (SELECT greatest((SELECT count(*) FROM ev), 1)::float8 AS n, coalesce((SELECT avg(dl) FROM em), 1)::float8 AS avgdl), "+
 		"ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, "+
 		"sum(ln(1 + (en.n - edf.df + 0.5) / (edf.df + 0.5)) * t.tf * 2.2 / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / en.avgdl))) AS r "+
-		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id ORDER BY r DESC LIMIT %d) x), ", evidenceVisibleSQL, evidenceVisibleSQL, n)
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id ORDER BY r DESC LIMIT %d) x), ", n)
 	var fc, ec []string
 	if part != partLexical {
 		fc = append(fc, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
@@ -170,19 +215,36 @@ func buildRecallSQL(current bool, n int, part int) string {
 			"SELECT id, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
 		ec = append(ec, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM ekw")
 	}
-	b.WriteString("fc AS (" + strings.Join(fc, " UNION ALL ") + "), ec AS (" + strings.Join(ec, " UNION ALL ") + ") ")
-	b.WriteString("SELECT 'f' AS kind, fc.src, fc.rk, fc.d, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
+	// One row per fact or turn, however many retrievers found it: its hits
+	// (retriever, rank, score) in one column (see parseHits), so each is read and
+	// sent once.
+	hits := "string_agg(src || ' ' || rk || ' ' || coalesce(d::text, ''), ',') AS hits"
+	b.WriteString("fc AS (SELECT id, " + hits + " FROM (" + strings.Join(fc, " UNION ALL ") + ") x GROUP BY id), " +
+		"ec AS (SELECT id, " + hits + " FROM (" + strings.Join(ec, " UNION ALL ") + ") x GROUP BY id) ")
+	b.WriteString("SELECT 'f' AS kind, fc.hits, 0, NULL::float8, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
 		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale " +
 		"FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id " +
-		"UNION ALL SELECT 'e', ec.src, ec.rk, ec.d, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
+		"UNION ALL SELECT 'e', ec.hits, 0, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
 		// stale: the turn backs a value superseded by as_of and no value in force then.
 		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id " +
 		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= $9) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
 		"WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= $9 AND (f2.valid_until IS NULL OR f2.valid_until > $9))) AS stale " +
 		"FROM ec JOIN evidence e ON e.tenant_id = $1 AND e.id = ec.id")
+	if part != partLexical {
+		// The named task and session, each only if it is the user's (or nobody's):
+		// one row each, its fields as JSON in the content column (see taskSession).
+		b.WriteString(" UNION ALL SELECT 't', '', 0, NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
+			"json_build_object('id', t.id, 'userid', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'nextstep', t.next_step, 'lasterror', t.last_error)::text, " +
+			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
+			"FROM (SELECT * FROM tasks t WHERE $5 <> '' AND t.tenant_id = $1 AND t.id = $5 AND (t.user_id = $2 OR t.user_id = '') LIMIT 1) t " +
+			"UNION ALL SELECT 's', '', 0, NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +
+			"json_build_object('id', s.id, 'userid', s.user_id, 'recent', s.recent, 'summary', s.summary)::text, " +
+			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
+			"FROM (SELECT * FROM sessions s WHERE $4 <> '' AND s.tenant_id = $1 AND s.id = $4 AND (s.user_id = $2 OR s.user_id = '') LIMIT 1) s")
+	}
 	return b.String()
 }
 
@@ -491,12 +553,12 @@ const (
 )
 
 // runRecallSQL runs the recall statement (its two parts at once on two
-// connections unless Options.OneStatement) and splits its rows into facts and
+// connections when the recall runs alone, see Options.OneStatement) and splits its rows into facts and
 // evidence.
-func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]factRow, []evidenceRow, error) {
+func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet, ts *taskSession) ([]factRow, []evidenceRow, error) {
 	args := stmtArgs(p, on)
-	if e.opts.OneStatement {
-		return e.runPart(ctx, p, args, partAll)
+	if e.opts.OneStatement || e.inflight.Load() > 1 {
+		return e.runPart(ctx, p, args, partAll, ts)
 	}
 	var wg sync.WaitGroup
 	var f2 []factRow
@@ -505,9 +567,9 @@ func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]f
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f2, e2, err2 = e.runPart(ctx, p, args, partLexical)
+		f2, e2, err2 = e.runPart(ctx, p, args, partLexical, nil)
 	}()
-	facts, evs, err := e.runPart(ctx, p, args, partSemantic)
+	facts, evs, err := e.runPart(ctx, p, args, partSemantic, ts)
 	wg.Wait()
 	if err == nil {
 		err = err2
@@ -518,12 +580,78 @@ func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet) ([]f
 	return append(facts, f2...), append(evs, e2...), nil
 }
 
-func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]factRow, []evidenceRow, error) {
+// hit is one retriever's finding of a row: its rank and score (distance or
+// keyword rank; nil for the retrievers that give none).
+type hit struct {
+	src string
+	rk  int
+	d   *float64
+}
+
+// parseHits reads the statement's hits column: "src rank score" per retriever,
+// comma separated, the score empty when there is none.
+func parseHits(s string) ([]hit, error) {
+	out := make([]hit, 0, strings.Count(s, ",")+1)
+	for s != "" {
+		one, rest, _ := strings.Cut(s, ",")
+		s = rest
+		f := strings.SplitN(one, " ", 3)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("recall: unreadable hit %q", one)
+		}
+		rk, err := strconv.Atoi(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("recall: unreadable hit %q", one)
+		}
+		h := hit{src: f[0], rk: rk}
+		if f[2] != "" {
+			d, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				return nil, fmt.Errorf("recall: unreadable hit %q", one)
+			}
+			h.d = &d
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// taskSession is the task and session a recall names, read by its statement.
+type taskSession struct {
+	task    *storage.Task
+	session *storage.Session
+}
+
+// row reads a 't' (task) or 's' (session) row of the statement: JSON whose keys
+// are the storage.Task and storage.Session field names.
+func (ts *taskSession) row(v []driver.Value) error {
+	js := []byte(asString(v[17]))
+	if asString(v[0]) == "t" {
+		ts.task = new(storage.Task)
+		if err := json.Unmarshal(js, ts.task); err != nil {
+			return fmt.Errorf("read task: %w", err)
+		}
+		return nil
+	}
+	ts.session = new(storage.Session)
+	if err := json.Unmarshal(js, ts.session); err != nil {
+		return fmt.Errorf("read session: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *taskSession) ([]factRow, []evidenceRow, error) {
 	sql := e.recallSQL(p.current, part)
 	var facts []factRow
 	var evs []evidenceRow
 	err := e.onConn(ctx, func(q *connQuerier) error {
 		return q.query(ctx, sql, args, func(v []driver.Value) error {
+			if k := asString(v[0]); k == "t" || k == "s" {
+				if ts == nil {
+					return nil
+				}
+				return ts.row(v)
+			}
 			// Content may be sealed at rest (ENGRAM_ENCRYPTION_KEY): open it here, where
 			// it leaves the database; a wrong key is an error, never garbage.
 			if kid := asString(v[29]); kid != "" {
@@ -533,28 +661,34 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int) ([]f
 				}
 				v[17] = clear
 			}
-			var d *float64
-			if v[3] != nil {
-				f := asFloat(v[3])
-				d = &f
+			hs, err := parseHits(asString(v[1]))
+			if err != nil {
+				return err
 			}
 			if asString(v[0]) == "e" {
-				evs = append(evs, evidenceRow{
+				r := evidenceRow{
 					ID: asString(v[4]), TenantID: p.vis.TenantID, Kind: "", Content: asString(v[17]), Speaker: asString(v[28]),
 					UserID: asString(v[9]), DepartmentID: asString(v[8]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
-					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Src: asString(v[1]), Rk: asInt(v[2]), D: d, Stale: asBool(v[30]),
-				})
+					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Stale: asBool(v[30]),
+				}
+				for _, h := range hs {
+					r.Src, r.Rk, r.D = h.src, h.rk, h.d
+					evs = append(evs, r)
+				}
 				return nil
 			}
-			facts = append(facts, factRow{
+			r := factRow{
 				ID: asString(v[4]), TenantID: p.vis.TenantID, MemoryKey: asString(v[5]), Revision: asInt(v[6]), Scope: memory.Scope(asString(v[7])),
 				DepartmentID: asString(v[8]), UserID: asString(v[9]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
 				MemoryType: memory.MemoryType(asString(v[13])), Subject: asString(v[14]), Predicate: asString(v[15]), Object: asString(v[16]),
 				Content: asString(v[17]), EntityType: asString(v[18]), EntityID: asString(v[19]), Status: memory.FactStatus(asString(v[20])),
 				Confidence: asFloat(v[21]), Importance: asFloat(v[22]), ValidFrom: asTime(v[23]), ValidUntil: asTimePtr(v[24]),
 				ObservedAt: asTime(v[25]), ClosedAt: asTimePtr(v[26]), Evidence: parseUUIDArray(asString(v[27])),
-				Src: asString(v[1]), Rk: asInt(v[2]), D: d,
-			})
+			}
+			for _, h := range hs {
+				r.Src, r.Rk, r.D = h.src, h.rk, h.d
+				facts = append(facts, r)
+			}
 			return nil
 		})
 	})

@@ -371,7 +371,7 @@ const MaxLoggedQuery = 2000
 // entries in batches through RecordAccess.
 func (s *Store) LogAccess(ctx context.Context, tenantID, principal, purpose, userID, query string, factIDs, evidenceIDs []string) error {
 	return s.RecordAccess(ctx, []AccessEntry{{TenantID: tenantID, Principal: principal, Purpose: purpose, UserID: userID,
-		Query: query, FactIDs: factIDs, EvidenceIDs: evidenceIDs}}, false)
+		Query: query, FactIDs: factIDs, EvidenceIDs: evidenceIDs}}, false, false)
 }
 
 // RecordAccess stores access-log entries in one statement, the only writer of
@@ -380,7 +380,9 @@ func (s *Store) LogAccess(ctx context.Context, tenantID, principal, purpose, use
 // fact returned also gets access_count += times returned and last_accessed_at =
 // the latest read (recall: what is used stays important; an audit listing is not
 // use). The update touches unindexed columns only, so it stays a HOT update.
-func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads bool) error {
+// relaxedCommit does not wait for the WAL flush (synchronous_commit off), for
+// entries a crash would lose anyway (a queue in memory).
+func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads, relaxedCommit bool) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -424,6 +426,11 @@ func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads b
 		}
 	}
 	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if relaxedCommit {
+			if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.NewInsert().Model(&es).ExcludeColumn("id").Exec(ctx); err != nil {
 			return fmt.Errorf("log access: %w", err)
 		}

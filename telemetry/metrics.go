@@ -69,7 +69,7 @@ func NewMetrics(db *sql.DB) (*Metrics, error) {
 		RecallSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricRecallSeconds,
 			Help: "Latency of a recall, end to end.", Buckets: prometheus.ExponentialBuckets(0.002, 2, 13)}),
 		StageSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricStageSeconds,
-			Help:    "Latency of each recall stage: parse, embed (the semantic retriever's query vector), retrieve (one SQL statement running the semantic, keyword and graph retrievers), keyword_index (an external keyword index), task_session, fuse, context, access_log.",
+			Help:    "Latency of each recall stage: parse, embed (the semantic retriever's query vector), retrieve (the SQL statement running the semantic, keyword, structured and graph retrievers and reading the named task and session), keyword_index (an external keyword index), fuse, context, access_log.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"stage"}),
 		RetrieverHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetrieverHits,
 			Help: "Recalled items each retriever found (an item found by several counts for each)."}, []string{"retriever"}),

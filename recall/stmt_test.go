@@ -1,0 +1,30 @@
+package recall
+
+import "testing"
+
+func TestParseHits(t *testing.T) {
+	hs, err := parseHits("semantic 3 0.125,keyword 1 2.5,structured 7 ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 3 {
+		t.Fatalf("got %d hits, want 3", len(hs))
+	}
+	if hs[0].src != RetrieverSemantic || hs[0].rk != 3 || hs[0].d == nil || *hs[0].d != 0.125 {
+		t.Errorf("first hit %+v", hs[0])
+	}
+	if hs[1].src != RetrieverKeyword || hs[1].rk != 1 || hs[1].d == nil || *hs[1].d != 2.5 {
+		t.Errorf("second hit %+v", hs[1])
+	}
+	if hs[2].src != RetrieverStructured || hs[2].rk != 7 || hs[2].d != nil {
+		t.Errorf("a hit without a score has none: %+v", hs[2])
+	}
+	if hs, err := parseHits(""); err != nil || len(hs) != 0 {
+		t.Errorf("no hits: %v, %v", hs, err)
+	}
+	for _, bad := range []string{"semantic", "semantic x 0.1", "semantic 1 abc"} {
+		if _, err := parseHits(bad); err == nil {
+			t.Errorf("%q must be an error", bad)
+		}
+	}
+}
