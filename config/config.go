@@ -91,6 +91,8 @@ type Maintenance struct {
 	DecayEvery        time.Duration
 	ConsolidateEvery  time.Duration
 	SchemaReportEvery time.Duration
+	SweepEvery        time.Duration // marks writes that can never finish FAILED
+	SweepAfter        time.Duration // … once received this long ago
 
 	DecayIdle   time.Duration // facts unused this long lose importance
 	DecayFactor float64       // by this factor per run, in (0, 1)
@@ -110,6 +112,7 @@ type Maintenance struct {
 func DefaultMaintenance() Maintenance {
 	return Maintenance{
 		ExpiryEvery: 10 * time.Minute, DecayEvery: time.Hour, ConsolidateEvery: time.Hour, SchemaReportEvery: 24 * time.Hour,
+		SweepEvery: 10 * time.Minute, SweepAfter: 15 * time.Minute,
 		DecayIdle: 30 * 24 * time.Hour, DecayFactor: 0.95, DecayFloor: 0.05,
 		PruneAfter: 180 * 24 * time.Hour, PruneMaxImportance: 0.2,
 		ConsolidateMin: 5, ConsolidateMinAge: 24 * time.Hour,
@@ -223,6 +226,7 @@ func FromEnv() (Config, error) {
 //	ENGRAM_MAINT_DECAY_IDLE (720h), _DECAY_FACTOR (0.95), _DECAY_FLOOR (0.05)
 //	ENGRAM_MAINT_PRUNE (false), _PRUNE_AFTER (4320h), _PRUNE_MAX_IMPORTANCE (0.2)
 //	ENGRAM_MAINT_CONSOLIDATE_MIN (5), _CONSOLIDATE_MIN_AGE (24h)
+//	ENGRAM_MAINT_SWEEP_EVERY (10m), _SWEEP_AFTER (15m): stuck writes marked FAILED
 //	ENGRAM_MAINT_PREFIX (engram-maintenance) names the schedules; ENGRAM_MAINT_SCHEDULES=off skips them
 func maintenanceFromEnv() (Maintenance, error) {
 	c := DefaultMaintenance()
@@ -234,6 +238,7 @@ func maintenanceFromEnv() (Maintenance, error) {
 		{"ENGRAM_MAINT_CONSOLIDATE_EVERY", &c.ConsolidateEvery}, {"ENGRAM_MAINT_SCHEMA_REPORT_EVERY", &c.SchemaReportEvery},
 		{"ENGRAM_MAINT_DECAY_IDLE", &c.DecayIdle}, {"ENGRAM_MAINT_PRUNE_AFTER", &c.PruneAfter},
 		{"ENGRAM_MAINT_CONSOLIDATE_MIN_AGE", &c.ConsolidateMinAge},
+		{"ENGRAM_MAINT_SWEEP_EVERY", &c.SweepEvery}, {"ENGRAM_MAINT_SWEEP_AFTER", &c.SweepAfter},
 	}
 	for _, d := range durs {
 		if v := env(d.name, ""); v != "" {

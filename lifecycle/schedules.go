@@ -20,6 +20,8 @@ import (
 
 func registerMaintenance(w worker.Registry, d Deps) {
 	w.RegisterActivity(&MaintenanceActivities{Store: d.Store, Summariser: d.Summariser, Embedder: d.Embedder, Schemas: d.Schemas})
+	w.RegisterWorkflowWithOptions(MaintenanceSweep, workflow.RegisterOptions{Name: MaintenanceSweepName})
+	w.RegisterActivity(&SweepActivities{Store: d.Store, Temporal: d.Temporal})
 }
 
 func registerMaintenanceWorkflows(w worker.WorkflowRegistry) {
@@ -44,6 +46,8 @@ type Config struct {
 	DecayEvery        time.Duration
 	ConsolidateEvery  time.Duration
 	SchemaReportEvery time.Duration
+	SweepEvery        time.Duration // writes that can never finish marked FAILED
+	SweepAfter        time.Duration // … once received this long ago
 
 	Decay        storage.DecayPolicy
 	Prune        storage.PrunePolicy
@@ -56,6 +60,7 @@ func ConfigFrom(taskQueue string, m config.Maintenance) Config {
 	return Config{
 		TaskQueue: taskQueue, Prefix: m.Prefix, Disabled: m.Disabled,
 		ExpiryEvery: m.ExpiryEvery, DecayEvery: m.DecayEvery, ConsolidateEvery: m.ConsolidateEvery, SchemaReportEvery: m.SchemaReportEvery,
+		SweepEvery: m.SweepEvery, SweepAfter: m.SweepAfter,
 		Decay:        storage.DecayPolicy{IdleFor: m.DecayIdle, Factor: m.DecayFactor, Floor: m.DecayFloor},
 		Prune:        storage.PrunePolicy{OlderThan: m.PruneAfter, MaxImportance: m.PruneMaxImportance},
 		PruneEnabled: m.PruneEnabled,
@@ -78,7 +83,7 @@ func (c Config) ScheduleID(name string) string {
 }
 
 // ScheduleNames are the maintenance schedules EnsureSchedules manages.
-var ScheduleNames = []string{"expiry", "decay", "consolidate", "schema-report"}
+var ScheduleNames = []string{"expiry", "decay", "consolidate", "schema-report", "sweep"}
 
 type scheduled struct {
 	name     string
@@ -93,6 +98,7 @@ func (c Config) schedules() []scheduled {
 		{"decay", c.DecayEvery, MaintenanceDecayName, MaintenanceDecayInput{Decay: c.Decay, Prune: c.Prune, PruneEnabled: c.PruneEnabled}},
 		{"consolidate", c.ConsolidateEvery, MaintenanceConsolidateName, c.Consolidate},
 		{"schema-report", c.SchemaReportEvery, MaintenanceSchemaReportName, MaintenanceSchemaReportInput{MinCount: 2}},
+		{"sweep", c.SweepEvery, MaintenanceSweepName, MaintenanceSweepInput{OlderThan: c.SweepAfter}},
 	}
 }
 

@@ -472,3 +472,35 @@ func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []
 	}
 	return rows, nil
 }
+
+// StuckEvents lists, across tenants, events still RECEIVED or PROCESSING that were
+// received before before, oldest first (at most limit): writes whose workflow may
+// never have started, or ended without settling them.
+func (s *Store) StuckEvents(ctx context.Context, before time.Time, limit int) ([]Event, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	var out []Event
+	err := s.db.NewSelect().Model(&out).Column("tenant_id", "id", "idempotency_key", "workflow_id", "status", "received_at").
+		Where("status IN (?) AND received_at < ?", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing}), before).
+		Order("received_at").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list stuck events: %w", err)
+	}
+	return out, nil
+}
+
+// FailStuckEvent marks an event FAILED with the reason, unless its write settled it
+// meanwhile (only a RECEIVED or PROCESSING event changes). It reports whether it did.
+func (s *Store) FailStuckEvent(ctx context.Context, tenantID, id, reason string) (bool, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return false, err
+	}
+	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
+		Where("tenant_id = ? AND id = ? AND status IN (?)", tenantID, id, bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing})).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("fail stuck event: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}

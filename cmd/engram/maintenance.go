@@ -160,7 +160,7 @@ func maintenanceCmd() *cobra.Command {
 			return nil
 		},
 	}, &cobra.Command{
-		Use:       "run expiry|decay|consolidate|schema-report",
+		Use:       "run expiry|decay|consolidate|schema-report|sweep",
 		Short:     "Trigger one maintenance schedule now",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: lifecycle.ScheduleNames,
