@@ -174,7 +174,8 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", a.Metrics.CountHTTP("api", api))
-	mux.Handle("/mcp", a.Metrics.CountHTTP("mcp", mcpH))
+	limits := server.Limits{PerKey: a.Config.RateLimitPerKey, AuthFailuresPerIP: a.Config.AuthFailuresPerIP}
+	mux.Handle("/mcp", a.Metrics.CountHTTP("mcp", server.LimitHTTP(mcpH, limits)))
 	mux.Handle("GET /metrics", a.Metrics.Handler())
 	mux.Handle("GET /healthz", telemetry.Healthz())
 	mux.Handle("GET /readyz", telemetry.Readyz(a.Store.DB().DB, a.Temporal))

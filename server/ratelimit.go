@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -143,3 +146,58 @@ func NewAuthInterceptor(keys KeyResolver, limits ...Limits) connect.UnaryInterce
 		}
 	}
 }
+
+// LimitHTTP applies the same limits to a plain HTTP handler that authenticates
+// by bearer token itself (MCP's Streamable HTTP at /mcp): calls per second per
+// token, and an address whose calls keep ending 401 is refused with 429 before
+// the token is looked at.
+func LimitHTTP(next http.Handler, l Limits) http.Handler {
+	perKey, fails := newLimiter(l.PerKey, 2), newLimiter(l.AuthFailuresPerIP, 10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := peerHost(r.RemoteAddr)
+		if busy, wait := fails.blocked(host); busy {
+			httpTooMany(w, "too many failed authentications from "+host, wait)
+			return
+		}
+		if tok := r.Header.Get("Authorization"); tok != "" {
+			sum := sha256.Sum256([]byte(tok))
+			if ok, wait := perKey.allow(hex.EncodeToString(sum[:8])); !ok {
+				httpTooMany(w, "this key is over its rate", wait)
+				return
+			}
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized {
+			fails.allow(host)
+		}
+	})
+}
+
+func httpTooMany(w http.ResponseWriter, what string, wait time.Duration) {
+	secs := int(wait/time.Second) + 1
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	http.Error(w, fmt.Sprintf("%s: slow down, retry in %ds", what, secs), http.StatusTooManyRequests)
+}
+
+// statusWriter remembers the status a handler wrote (and passes flushes on, for
+// streaming responses).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -69,4 +71,41 @@ func TestRateLimits(t *testing.T) {
 	}
 	assert.Equal(t, 10, codes[connect.CodeUnauthenticated], "the first failures are answered as such")
 	assert.Equal(t, 20, codes[connect.CodeResourceExhausted], "then the address must slow down")
+}
+
+// The same limits hold for /mcp (a plain HTTP handler that checks the bearer
+// token itself): a token over its rate gets 429 with Retry-After, and an address
+// whose calls keep ending 401 is refused before its token is looked at.
+func TestLimitHTTP(t *testing.T) {
+	h := server.LimitHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer good" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}), server.Limits{PerKey: 5, AuthFailuresPerIP: 1})
+	call := func(token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.RemoteAddr = "192.0.2.7:5555"
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	codes := map[int]int{}
+	for range 30 {
+		codes[call("good").Code]++
+	}
+	assert.Equal(t, 10, codes[http.StatusOK], "the burst of 2 × 5/s")
+	assert.Equal(t, 20, codes[http.StatusTooManyRequests])
+	assert.NotEmpty(t, call("good").Header().Get("Retry-After"))
+
+	codes = map[int]int{}
+	for i := range 30 {
+		codes[call(fmt.Sprintf("guess-%d", i)).Code]++ // a new token each time: only the address limit applies
+	}
+	assert.Equal(t, 10, codes[http.StatusUnauthorized])
+	assert.Equal(t, 20, codes[http.StatusTooManyRequests])
 }
