@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -112,13 +113,13 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 	return newWorker(c, cfg, st, em, log)
 }
 
-func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, log *slog.Logger) (worker.Worker, error) {
+func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, log *slog.Logger, icpt ...interceptor.WorkerInterceptor) (worker.Worker, error) {
 	ex, err := Extractor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("extractor: %w", err)
 	}
 	schemas := schema.Stored(st.LookupSchema)
-	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.TaskQueue, worker.Options{Interceptors: icpt})
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)
 	write.Register(w, &write.MemoryActivities{

@@ -472,3 +472,23 @@ func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []
 	}
 	return rows, nil
 }
+
+// EventStatusCounts counts the tenant's events by status.
+func (s *Store) EventStatusCounts(ctx context.Context, tenantID string) (map[memory.EventStatus]int, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	var rows []struct {
+		Status memory.EventStatus `bun:"status"`
+		N      int                `bun:"n"`
+	}
+	if err := s.db.NewSelect().Table("events").Column("status").ColumnExpr("count(*) AS n").
+		Where("tenant_id = ?", tenantID).Group("status").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("count events by status: %w", err)
+	}
+	out := map[memory.EventStatus]int{}
+	for _, r := range rows {
+		out[r.Status] = r.N
+	}
+	return out, nil
+}

@@ -25,7 +25,7 @@ import (
 // benchCmd groups the benchmarks; `engram bench recall` is the recall benchmark.
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on synthetic data"}
-	cmd.AddCommand(benchRecallCmd())
+	cmd.AddCommand(benchRecallCmd(), benchWriteCmd())
 	return cmd
 }
 
