@@ -473,6 +473,34 @@ func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []
 	return rows, nil
 }
 
+// FailEvents marks events FAILED with the reason, by id or by idempotency key,
+// unless they already reached a final status (COMMITTED, UNPARSED, FAILED): a write
+// that can never finish says so instead of staying PROCESSING. It returns how many
+// events it marked.
+func (s *Store) FailEvents(ctx context.Context, tenantID string, ids, keys []string, reason string) (int, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 && len(keys) == 0 {
+		return 0, nil
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
+		Where("tenant_id = ?", tenantID).
+		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing, memory.EventPendingReview})).
+		Where("(id::text IN (?) OR idempotency_key IN (?))", bun.In(append(ids, "")), bun.In(append(keys, ""))).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mark events failed: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 // EventStatusCounts counts the tenant's events by status.
 func (s *Store) EventStatusCounts(ctx context.Context, tenantID string) (map[memory.EventStatus]int, error) {
 	if err := checkTenant(tenantID); err != nil {

@@ -67,7 +67,13 @@ type RecordResult struct {
 	// Schema is the schema reference the rest of the write uses ("travel@3" for a
 	// tenant's stored version, the built-in name otherwise).
 	Schema string `json:"schema,omitempty"`
+	// LocalExtract: the extractor runs in the worker's process (the rule extractor),
+	// so the workflow runs Extract as a local activity.
+	LocalExtract bool `json:"local_extract,omitempty"`
 }
+
+// inProcess is an extractor that needs no network call (llm.RuleExtractor).
+type inProcess interface{ InProcess() bool }
 
 // Text is what later steps should read: the stored (redacted) text when there is one.
 func (r RecordResult) Text(e memory.IngestEvent) string {
@@ -141,6 +147,9 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (RecordRe
 		}
 	}
 	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned}
+	if ip, ok := a.Extractor.(inProcess); ok && ip.InProcess() {
+		res.LocalExtract = true
+	}
 	if prot.Redacted != e.Content {
 		res.Stored = prot.Redacted
 	}
@@ -586,6 +595,11 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 				cr := CommittedResult{CandidateID: r.ID, Status: r.Status, Action: r.Action, MemoryKey: r.MemoryKey, Reason: r.Reason, Reviewer: r.Reviewer}
 				if r.FactID != nil {
 					cr.FactID = *r.FactID
+					// The same facts to index as the attempt that committed them: a
+					// retried Commit returns what the first returned.
+					if r.Status == memory.CandidateAccepted && indexable(governance.Action(r.Action)) {
+						out.FactIDs = append(out.FactIDs, cr.FactID)
+					}
 				}
 				out.Results = append(out.Results, cr)
 				continue
@@ -685,10 +699,16 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	if err := storage.UpsertCandidate(ctx, tx, tenant, row); err != nil {
 		return res, "", err
 	}
-	if d.Action == governance.ActionDuplicate || d.Action == governance.ActionInvalidate || d.Action == governance.ActionNoop {
+	if !indexable(d.Action) {
 		return res, "", nil // no new revision to index
 	}
 	return res, factID, nil
+}
+
+// indexable is whether an accepted candidate's action wrote a fact revision to
+// embed (a duplicate, an invalidation or a no-op did not).
+func indexable(a governance.Action) bool {
+	return a != governance.ActionDuplicate && a != governance.ActionInvalidate && a != governance.ActionNoop
 }
 
 // applyAction writes what the decision says and returns the fact id it touched.
@@ -863,11 +883,29 @@ type MarkEventInput struct {
 	Reason   string             `json:"reason"`
 }
 
+// MarkFailedInput names the events of a write that can never finish: by id when
+// Record stored them, else by idempotency key.
+type MarkFailedInput struct {
+	TenantID string   `json:"tenant_id"`
+	EventIDs []string `json:"event_ids,omitempty"`
+	Keys     []string `json:"idempotency_keys,omitempty"`
+	Reason   string   `json:"reason"`
+}
+
+// MarkFailed sets the events FAILED with the reason, unless they reached a final
+// status (storage.Store.FailEvents). It is idempotent.
+func (a *MemoryActivities) MarkFailed(ctx context.Context, in MarkFailedInput) (int, error) {
+	return a.Store.FailEvents(ctx, in.TenantID, in.EventIDs, in.Keys, truncateReason(in.Reason))
+}
+
+func truncateReason(reason string) string {
+	if len(reason) > 4000 {
+		reason = strings.ToValidUTF8(reason[:4000], "")
+	}
+	return reason
+}
+
 // MarkEvent sets an event's status (UNPARSED when extraction never validated).
 func (a *MemoryActivities) MarkEvent(ctx context.Context, in MarkEventInput) error {
-	reason := in.Reason
-	if len(reason) > 4000 {
-		reason = reason[:4000]
-	}
-	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, reason)
+	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, truncateReason(in.Reason))
 }

@@ -39,8 +39,8 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	return answering(ctx, in, memoryWriteBatch)
 }
 
-func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (MemoryWriteBatchResult, error) {
-	out := MemoryWriteBatchResult{}
+func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
+	st := steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
 	if len(in.Events) == 0 {
 		return out, temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
 	}
@@ -67,6 +67,16 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		return out, err
 	}
 
+	defer func() {
+		if len(in.Events) == 0 {
+			return
+		}
+		f := MarkFailedInput{TenantID: in.Events[0].TenantID}
+		for _, e := range in.Events {
+			f.Keys = append(f.Keys, e.IdempotencyKey)
+		}
+		markFailed(ctx, st, err, f)
+	}()
 	// Group by user, each group in event-time order.
 	groups := map[string][]int{}
 	var users []string
@@ -92,7 +102,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 				u := users[next]
 				next++
 				for _, i := range groups[u] {
-					wr, err := writeEvent(ctx, opts, in.Events[i], rv)
+					wr, err := writeEvent(ctx, st, opts, in.Events[i], rv)
 					ws[i] = wr
 					if err != nil {
 						firstErr = fmt.Errorf("events[%d]: %w", i, err)
@@ -116,7 +126,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 			if len(w.pending) == 0 {
 				continue
 			}
-			if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
+			if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
 				return out, err
 			}
 			out.Reviewed += len(w.pending)
