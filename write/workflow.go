@@ -74,7 +74,57 @@ const (
 
 // steps runs the write path's steps: as local activities on the fast path, as
 // regular activities in workflows started before it.
-type steps struct{ fast bool }
+type steps struct {
+	fast bool
+	// batched, in a batch on the fast path, gathers what to embed so it is embedded
+	// in batches (flushIndex) rather than one Index per event.
+	batched *IndexInput
+}
+
+// index embeds in (the turn or the facts of one event) now, or adds it to the
+// batch's; the future is nil when added.
+func (s steps) index(ctx workflow.Context, in IndexInput) workflow.Future {
+	if s.batched != nil {
+		s.batched.EvidenceIDs = append(s.batched.EvidenceIDs, in.EvidenceIDs...)
+		s.batched.FactIDs = append(s.batched.FactIDs, in.FactIDs...)
+		return nil
+	}
+	var a *MemoryActivities
+	return s.db(ctx, a.Index, in)
+}
+
+// indexChunk is how many texts one batched Index embeds.
+const indexChunk = 64
+
+// flushIndex embeds what the batch gathered, indexChunk texts per Index, all at
+// once. A failed index leaves the commits intact (the vectors are an index).
+func (s steps) flushIndex(ctx workflow.Context) {
+	if s.batched == nil {
+		return
+	}
+	var a *MemoryActivities
+	var fs []workflow.Future
+	for _, part := range chunks(s.batched.EvidenceIDs, indexChunk) {
+		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, EvidenceIDs: part}))
+	}
+	for _, part := range chunks(s.batched.FactIDs, indexChunk) {
+		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, FactIDs: part}))
+	}
+	for _, f := range fs {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("batched index failed; the commits stand without vectors", "error", err)
+		}
+	}
+	s.batched.EvidenceIDs, s.batched.FactIDs = nil, nil
+}
+
+func chunks[T any](xs []T, n int) [][]T {
+	var out [][]T
+	for i := 0; i < len(xs); i += n {
+		out = append(out, xs[i:min(i+n, len(xs))])
+	}
+	return out
+}
 
 func (s steps) db(ctx workflow.Context, act, in any) workflow.Future {
 	if s.fast {
@@ -231,7 +281,13 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	side := []struct {
 		what string
 		f    workflow.Future
-	}{{"evidence index", st.db(ctx, a.Index, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}})}}
+	}{}
+	if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
+		side = append(side, struct {
+			what string
+			f    workflow.Future
+		}{"evidence index", f})
+	}
 	if ev.SessionID != "" {
 		turn := UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
 			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
@@ -339,8 +395,11 @@ func (w *written) commit(ctx workflow.Context, st steps, ev memory.IngestEvent, 
 	if len(com.FactIDs) == 0 {
 		return nil
 	}
-	idx := IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs}
-	if err := st.db(ctx, a.Index, idx).Get(ctx, nil); err != nil {
+	f := st.index(ctx, IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs})
+	if f == nil {
+		return nil
+	}
+	if err := f.Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
 	}
 	return nil
