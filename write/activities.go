@@ -445,11 +445,25 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 	}
 	var res GovernResult
 	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		final, err := finalCandidates(ctx, tx, in.Event.TenantID, in.EventID)
+		if err != nil {
+			return err
+		}
 		for i, c := range in.Candidates {
 			c = speakerSubject(c, in.Event)
 			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
 			ref := scopeRefFor(c, in.Event)
 			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC()}
+			if r, ok := final[g.CandidateID]; ok {
+				// Committed by an earlier run of this write (the worker died after the
+				// commit, before the workflow recorded it, and the steps run again):
+				// the stored decision stands, and Commit returns what it committed.
+				p.MemoryKey = r.MemoryKey
+				g.Proposal = p
+				g.Decision = governance.Decision{Status: r.Status, Action: governance.Action(r.Action), Reason: r.Reason}
+				res.Items = append(res.Items, g)
+				continue
+			}
 			if pred, ok := s.Predicate(c.Predicate); ok {
 				p.NeedsConfirmation, p.Sensitive = pred.NeedsConfirmation, pred.Sensitive
 				if pred.ReviewDefault != "" {
@@ -487,6 +501,22 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 		return storage.SetGovernedStatus(ctx, tx, in.Event.TenantID, in.EventID, status)
 	})
 	return res, err
+}
+
+// finalCandidates are the event's candidates a commit decided (accepted,
+// rejected, superseded), by id.
+func finalCandidates(ctx context.Context, tx bun.Tx, tenant, eventID string) (map[string]storage.Candidate, error) {
+	stored, err := storage.ListCandidates(ctx, tx, tenant, storage.CandidateFilter{EventID: eventID})
+	if err != nil {
+		return nil, err
+	}
+	final := map[string]storage.Candidate{}
+	for _, r := range stored {
+		if r.Status == memory.CandidateAccepted || r.Status == memory.CandidateRejected || r.Status == memory.CandidateSuperseded {
+			final[r.ID] = r
+		}
+	}
+	return final, nil
 }
 
 func candidateRow(in GovernInput, g Governed, sc *schema.Schema) *storage.Candidate {
@@ -579,15 +609,9 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 		}
 		// A candidate whose row is final was committed by an earlier attempt of this
 		// activity (or an earlier run): return what was stored instead of applying twice.
-		stored, err := storage.ListCandidates(ctx, tx, tenant, storage.CandidateFilter{EventID: in.EventID})
+		final, err := finalCandidates(ctx, tx, tenant, in.EventID)
 		if err != nil {
 			return err
-		}
-		final := map[string]storage.Candidate{}
-		for _, r := range stored {
-			if r.Status == memory.CandidateAccepted || r.Status == memory.CandidateRejected || r.Status == memory.CandidateSuperseded {
-				final[r.ID] = r
-			}
 		}
 		var todo []Governed
 		for _, it := range in.Items {

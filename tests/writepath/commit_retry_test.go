@@ -19,7 +19,10 @@ import (
 
 // A Commit retried after its transaction committed (the worker died before
 // reporting it) returns what the first attempt returned, fact ids included, so
-// Index still runs and no ACTIVE fact is left without an embedding.
+// Index still runs and no ACTIVE fact is left without an embedding. On the fast
+// path Govern runs again too (its local activity's result was never recorded):
+// it keeps the committed decisions instead of re-deciding against the facts the
+// first commit wrote (which made the fact a "duplicate" of itself, never indexed).
 func TestCommitRetriedReturnsTheSameResult(t *testing.T) {
 	ctx := context.Background()
 	st := testenv.Store(t)
@@ -49,7 +52,13 @@ func TestCommitRetriedReturnsTheSameResult(t *testing.T) {
 	require.NotEmpty(t, first.FactIDs, "the first commit wrote facts")
 	again, err := a.Commit(ctx, in)
 	require.NoError(t, err)
+	assert.Equal(t, first, again)
 
+	regov, err := a.Govern(ctx, write.GovernInput{Event: ev, EventID: rec.EventID, EvidenceID: rec.EvidenceID, WorkflowID: wfID, Candidates: v.Candidates})
+	require.NoError(t, err)
+	in.Items = regov.Items
+	again, err = a.Commit(ctx, in)
+	require.NoError(t, err)
 	assert.Equal(t, first, again)
 	require.NoError(t, a.Index(ctx, write.IndexInput{TenantID: tenant, FactIDs: again.FactIDs}))
 	e := &env{t: t, st: st}
