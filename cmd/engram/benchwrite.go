@@ -9,8 +9,6 @@ import (
 	"net"
 	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -65,13 +63,9 @@ TEMPORAL_ADDRESS names the Temporal server; a dev server of its own keeps the be
 from loading (or being loaded by) others.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var concs []int
-			for _, s := range strings.Split(concurrency, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n <= 0 || n > 256 {
-					return fmt.Errorf("--concurrency: %q is not a list of numbers from 1 to 256", concurrency)
-				}
-				concs = append(concs, n)
+			concs, err := parseConcurrency(concurrency)
+			if err != nil {
+				return err
 			}
 			if writes < 0 || acks < 0 || batchTurns < 0 || batch <= 0 || batch > 500 || users <= 0 {
 				return fmt.Errorf("--writes, --acks and --batch-turns must not be negative, --batch-size is 1 to 500, --users positive")
