@@ -348,6 +348,9 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 	_ = calls(ctx, "warm-up", 2, 10, waited)
 	sample = nil
 	for _, c := range concs {
+		if writes == 0 {
+			break
+		}
 		b.steps.reset()
 		b.emb.reset()
 		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, writes)
