@@ -141,6 +141,13 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		if err := StartBackground(ctx, a.Temporal, cfg); err != nil {
 			return nil, err
 		}
+		sctx, stop := context.WithCancel(context.Background())
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			sweepOrphans(sctx, a.Temporal, a.Store, log)
+		}()
+		a.closers = append(a.closers, func() { stop(); <-swept })
 		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
 	}
 	return a, nil

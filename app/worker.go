@@ -144,6 +144,34 @@ func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embeddi
 	return w, nil
 }
 
+// How often a worker looks for writes whose workflow never started, and how old
+// such an event must be (a start that is merely slow is never swept).
+const (
+	orphanSweepEvery = 5 * time.Minute
+	orphanAge        = 10 * time.Minute
+)
+
+// sweepOrphans marks events FAILED whose workflow never started
+// (write.SweepOrphans), every orphanSweepEvery until ctx ends.
+func sweepOrphans(ctx context.Context, c client.Client, st *storage.Store, log *slog.Logger) {
+	t := time.NewTicker(orphanSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := write.SweepOrphans(ctx, c, st, orphanAge, 500)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("orphan sweep failed", "error", err)
+		case n > 0:
+			log.Warn("writes whose workflow never started marked FAILED", "events", n)
+		}
+	}
+}
+
 // StartBackground creates what a long-running worker keeps going: the
 // maintenance schedules (idempotent) and, with Typesense, the outbox indexer.
 // Tests that build workers with New do not call it.

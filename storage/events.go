@@ -501,6 +501,21 @@ func (s *Store) FailEvents(ctx context.Context, tenantID string, ids, keys []str
 	return int(n), nil
 }
 
+// OrphanCandidates lists events of every tenant still RECEIVED or PROCESSING
+// that were received before `before` and name their workflow, oldest first: what a
+// sweeper checks for writes whose workflow never started.
+func (s *Store) OrphanCandidates(ctx context.Context, before time.Time, limit int) ([]Event, error) {
+	var out []Event
+	err := s.db.NewSelect().Model(&out).Column("tenant_id", "id", "idempotency_key", "workflow_id", "status", "received_at").
+		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing})).
+		Where("workflow_id <> ''").Where("received_at < ?", before).
+		Order("received_at").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list unfinished events: %w", err)
+	}
+	return out, nil
+}
+
 // EventStatusCounts counts the tenant's events by status.
 func (s *Store) EventStatusCounts(ctx context.Context, tenantID string) (map[memory.EventStatus]int, error) {
 	if err := checkTenant(tenantID); err != nil {

@@ -73,12 +73,7 @@ func TestFailEventsLeavesFinishedEvents(t *testing.T) {
 	tenant := "fail-" + testenv.RandomID(6)
 	var ids []string
 	for _, k := range []string{"a", "b", "c"} {
-		e := event(tenant, "u1", "general", "hello "+k, base)
-		e.IdempotencyKey = k
-		require.NoError(t, e.Validate())
-		row, _, err := st.InsertEvent(ctx, tenant, storage.NewEvent(e, "wf", storage.ProtectedContent{EventContent: e.Content, Stored: e.Content, Redacted: e.Content}))
-		require.NoError(t, err)
-		ids = append(ids, row.ID)
+		ids = append(ids, storeEvent(t, st, tenant, k))
 	}
 	require.NoError(t, st.SetEventStatus(ctx, tenant, ids[0], memory.EventCommitted, ""))
 
@@ -91,4 +86,16 @@ func TestFailEventsLeavesFinishedEvents(t *testing.T) {
 	got, err := st.GetEvent(ctx, tenant, ids[2])
 	require.NoError(t, err)
 	assert.Equal(t, "the write failed: boom", got.StatusReason)
+}
+
+// storeEvent stores an event of key as Ingest does before any workflow runs
+// (PROCESSING, naming its MemoryWrite's id) and returns its id.
+func storeEvent(t *testing.T, st *storage.Store, tenant, key string) string {
+	t.Helper()
+	e := event(tenant, "u1", "general", "hello "+key, base)
+	e.IdempotencyKey = key
+	require.NoError(t, e.Validate())
+	row, _, err := st.InsertEvent(context.Background(), tenant, storage.NewEvent(e, write.MemoryWriteWorkflowID(tenant, key), storage.ProtectedContent{EventContent: e.Content, Stored: e.Content, Redacted: e.Content}))
+	require.NoError(t, err)
+	return row.ID
 }
