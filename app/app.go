@@ -36,6 +36,11 @@ type Options struct {
 	// Worker starts a worker on cfg.TaskQueue and what a long-running worker
 	// keeps going (maintenance schedules, the outbox indexer).
 	Worker bool
+	// Embedder, when set, is used instead of the one cfg configures (a benchmark
+	// passes the configured one wrapped to time it).
+	Embedder embedding.Embedder
+	// WorkerInterceptors are added to the worker's (a benchmark times each step).
+	WorkerInterceptors []interceptor.WorkerInterceptor
 }
 
 // App is everything a command runs, built once. Close releases it in reverse
@@ -105,8 +110,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Temporal.Close)
-	if a.Embedder, err = Embedder(cfg); err != nil {
-		return nil, fmt.Errorf("embedder: %w", err)
+	a.Embedder = opts.Embedder
+	if a.Embedder == nil {
+		if a.Embedder, err = Embedder(cfg); err != nil {
+			return nil, fmt.Errorf("embedder: %w", err)
+		}
 	}
 	if opts.API {
 		kw, _, err := KeywordIndex(cfg, a.Store)
@@ -122,7 +130,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}
 	if opts.Worker {
-		w, err := NewWorkerWith(a.Temporal, cfg, a.Store, a.Embedder, nil, log)
+		w, err := NewWorkerWith(a.Temporal, cfg, a.Store, a.Embedder, nil, log, opts.WorkerInterceptors...)
 		if err != nil {
 			return nil, err
 		}

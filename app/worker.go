@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -117,8 +118,9 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 }
 
 // NewWorkerWith is New with the embedder given and, unless ex is nil, the
-// extractor (a benchmark's or an evaluation's own).
-func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger) (worker.Worker, error) {
+// extractor (a benchmark's or an evaluation's own), and interceptors (the write
+// benchmark's step timings).
+func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger, icpt ...interceptor.WorkerInterceptor) (worker.Worker, error) {
 	if ex == nil {
 		var err error
 		if ex, err = Extractor(cfg); err != nil {
@@ -131,7 +133,7 @@ func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em emb
 			worker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
 		}
 	})
-	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.TaskQueue, worker.Options{Interceptors: icpt})
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)
 	write.Register(w, &write.MemoryActivities{

@@ -39,12 +39,17 @@ type SweepResult struct {
 	Failed  int `json:"failed"`  // marked FAILED with the reason
 }
 
-// SweepStuckEvents marks FAILED, with the reason, every stuck event whose workflow
-// does not exist or is closed; a retry of the same request (same idempotency key
-// and body) starts the write again.
+// SweepStuckEvents marks FAILED, with the reason, every stuck event that names
+// its workflow (a batch's events are the batch's) when that workflow does not
+// exist or is closed; when Temporal cannot answer, the activity fails and retries,
+// never marking on a guess. A retry of the same request (same idempotency key and
+// body) starts the write again.
 func (a *SweepActivities) SweepStuckEvents(ctx context.Context, in SweepInput) (SweepResult, error) {
 	var res SweepResult
-	evs, err := a.Store.StuckEvents(ctx, in.Before, in.Limit)
+	if in.Limit <= 0 {
+		in.Limit = 500
+	}
+	evs, err := a.Store.OrphanCandidates(ctx, in.Before, in.Limit)
 	if err != nil {
 		return res, err
 	}
@@ -58,13 +63,11 @@ func (a *SweepActivities) SweepStuckEvents(ctx context.Context, in SweepInput) (
 			res.Running++
 			continue
 		}
-		ok, err := a.Store.FailStuckEvent(ctx, ev.TenantID, ev.ID, reason)
+		n, err := a.Store.FailEvents(ctx, ev.TenantID, []string{ev.ID}, nil, reason)
 		if err != nil {
 			return res, err
 		}
-		if ok {
-			res.Failed++
-		}
+		res.Failed += n
 		activity.RecordHeartbeat(ctx, res)
 	}
 	return res, nil
@@ -72,9 +75,6 @@ func (a *SweepActivities) SweepStuckEvents(ctx context.Context, in SweepInput) (
 
 // why says whether the workflow of a stuck event will never settle it, and why.
 func (a *SweepActivities) why(ctx context.Context, workflowID string) (string, bool, error) {
-	if workflowID == "" {
-		return "the write was accepted but its workflow never started; send it again (same idempotency key) to retry", true, nil
-	}
 	d, err := a.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -47,6 +47,10 @@ func NewRuleExtractor() *RuleExtractor { return &RuleExtractor{} }
 // Name implements Extractor.
 func (*RuleExtractor) Name() string { return "rules" }
 
+// InProcess says the extractor runs in the caller's process, without a network
+// call: the write path runs it as a local activity.
+func (*RuleExtractor) InProcess() bool { return true }
+
 // Version is the version of the matching logic.
 func (*RuleExtractor) Version() string { return RulesVersion }
 

@@ -61,17 +61,29 @@ type Lookup func(ctx context.Context, tenantID, name string, version int) (sourc
 // Stored resolves "name" or "name@version": the tenant's stored schema when it has
 // one (the tenant comes from WithTenant), otherwise the built-in schema of that
 // name. Loaded schemas are cached by tenant, name and version, which never change
-// once stored.
+// once stored, and so are the built-ins (parsing one costs milliseconds, and a
+// write reads its schema in every step).
 func Stored(lookup Lookup) Source {
 	var cache sync.Map
+	builtin := func(name string) (*Schema, error) {
+		if s, ok := cache.Load("builtin\x1f" + name); ok {
+			return s.(*Schema), nil
+		}
+		s, err := Builtin(name)
+		if err != nil {
+			return nil, err
+		}
+		cache.Store("builtin\x1f"+name, s)
+		return s, nil
+	}
 	return func(ctx context.Context, ref string) (*Schema, error) {
 		name, version := SplitRef(ref)
 		if strings.HasSuffix(ref, BuiltinSuffix) {
-			return Builtin(name)
+			return builtin(name)
 		}
 		tenant := TenantFrom(ctx)
 		if tenant == "" || lookup == nil {
-			return Builtin(name)
+			return builtin(name)
 		}
 		if version > 0 {
 			if s, ok := cache.Load(fmt.Sprintf("%s\x1f%s\x1f%d", tenant, name, version)); ok {
@@ -88,7 +100,7 @@ func Stored(lookup Lookup) Source {
 			if _, ok := builtinSource(name); !ok {
 				return nil, fmt.Errorf("unknown schema %q: this tenant stored none of that name and it is not built in (built-ins: %s)", name, strings.Join(BuiltinNames(), ", "))
 			}
-			return Builtin(name)
+			return builtin(name)
 		}
 		key := fmt.Sprintf("%s\x1f%s\x1f%d", tenant, name, got)
 		if s, ok := cache.Load(key); ok {

@@ -113,7 +113,7 @@ func (s *memoryServer) eventIn(ctx context.Context, p *Principal, prefix string,
 	}
 	// The event's schema, else the deployment's (ENGRAM_SCHEMA), else the built-in default.
 	sc := cmp.Or(strings.TrimSpace(e.Schema), s.Config.DefaultSchema, memory.DefaultSchema)
-	if _, err := schema.Builtin(sc); err != nil {
+	if _, ok := schema.BuiltinSource(sc); !ok {
 		// Not a built-in: the tenant may have stored it with PutSchema.
 		if _, serr := s.Store.GetSchema(ctx, p.TenantID, sc, 0); serr != nil {
 			if !errors.Is(serr, storage.ErrNotFound) {

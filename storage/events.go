@@ -473,34 +473,65 @@ func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []
 	return rows, nil
 }
 
-// StuckEvents lists, across tenants, events still RECEIVED or PROCESSING that were
-// received before before, oldest first (at most limit): writes whose workflow may
-// never have started, or ended without settling them.
-func (s *Store) StuckEvents(ctx context.Context, before time.Time, limit int) ([]Event, error) {
-	if limit <= 0 {
-		limit = 500
+// FailEvents marks events FAILED with the reason, by id or by idempotency key,
+// unless they already reached a final status (COMMITTED, UNPARSED, FAILED): a write
+// that can never finish says so instead of staying PROCESSING. It returns how many
+// events it marked.
+func (s *Store) FailEvents(ctx context.Context, tenantID string, ids, keys []string, reason string) (int, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return 0, err
 	}
+	if len(ids) == 0 && len(keys) == 0 {
+		return 0, nil
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
+		Where("tenant_id = ?", tenantID).
+		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing, memory.EventPendingReview})).
+		Where("(id::text IN (?) OR idempotency_key IN (?))", bun.In(append(ids, "")), bun.In(append(keys, ""))).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mark events failed: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// OrphanCandidates lists events of every tenant still RECEIVED or PROCESSING
+// that were received before `before` and name their workflow, oldest first: what a
+// sweeper checks for writes whose workflow never started.
+func (s *Store) OrphanCandidates(ctx context.Context, before time.Time, limit int) ([]Event, error) {
 	var out []Event
 	err := s.db.NewSelect().Model(&out).Column("tenant_id", "id", "idempotency_key", "workflow_id", "status", "received_at").
-		Where("status IN (?) AND received_at < ?", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing}), before).
+		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing})).
+		Where("workflow_id <> ''").Where("received_at < ?", before).
 		Order("received_at").Limit(int64(limit)).Scan(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list stuck events: %w", err)
+		return nil, fmt.Errorf("list unfinished events: %w", err)
 	}
 	return out, nil
 }
 
-// FailStuckEvent marks an event FAILED with the reason, unless its write settled it
-// meanwhile (only a RECEIVED or PROCESSING event changes). It reports whether it did.
-func (s *Store) FailStuckEvent(ctx context.Context, tenantID, id, reason string) (bool, error) {
+// EventStatusCounts counts the tenant's events by status.
+func (s *Store) EventStatusCounts(ctx context.Context, tenantID string) (map[memory.EventStatus]int, error) {
 	if err := checkTenant(tenantID); err != nil {
-		return false, err
+		return nil, err
 	}
-	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
-		Where("tenant_id = ? AND id = ? AND status IN (?)", tenantID, id, bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing})).Exec(ctx)
-	if err != nil {
-		return false, fmt.Errorf("fail stuck event: %w", err)
+	var rows []struct {
+		Status memory.EventStatus `bun:"status"`
+		N      int                `bun:"n"`
 	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	if err := s.db.NewSelect().Table("events").Column("status").ColumnExpr("count(*) AS n").
+		Where("tenant_id = ?", tenantID).Group("status").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("count events by status: %w", err)
+	}
+	out := map[memory.EventStatus]int{}
+	for _, r := range rows {
+		out[r.Status] = r.N
+	}
+	return out, nil
 }

@@ -67,7 +67,13 @@ type RecordResult struct {
 	// Schema is the schema reference the rest of the write uses ("travel@3" for a
 	// tenant's stored version, the built-in name otherwise).
 	Schema string `json:"schema,omitempty"`
+	// LocalExtract: the extractor runs in the worker's process (the rule extractor),
+	// so the workflow runs Extract as a local activity.
+	LocalExtract bool `json:"local_extract,omitempty"`
 }
+
+// inProcess is an extractor that needs no network call (llm.RuleExtractor).
+type inProcess interface{ InProcess() bool }
 
 // Text is what later steps should read: the stored (redacted) text when there is one.
 func (r RecordResult) Text(e memory.IngestEvent) string {
@@ -146,6 +152,9 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 		}
 	}
 	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned}
+	if ip, ok := a.Extractor.(inProcess); ok && ip.InProcess() {
+		res.LocalExtract = true
+	}
 	if prot.Redacted != e.Content {
 		res.Stored = prot.Redacted
 	}
@@ -441,11 +450,25 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 	}
 	var res GovernResult
 	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		final, err := finalCandidates(ctx, tx, in.Event.TenantID, in.EventID)
+		if err != nil {
+			return err
+		}
 		for i, c := range in.Candidates {
 			c = speakerSubject(c, in.Event)
 			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
 			ref := scopeRefFor(c, in.Event)
 			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC()}
+			if r, ok := final[g.CandidateID]; ok {
+				// Committed by an earlier run of this write (the worker died after the
+				// commit, before the workflow recorded it, and the steps run again):
+				// the stored decision stands, and Commit returns what it committed.
+				p.MemoryKey = r.MemoryKey
+				g.Proposal = p
+				g.Decision = governance.Decision{Status: r.Status, Action: governance.Action(r.Action), Reason: r.Reason}
+				res.Items = append(res.Items, g)
+				continue
+			}
 			if pred, ok := s.Predicate(c.Predicate); ok {
 				p.NeedsConfirmation, p.Sensitive = pred.NeedsConfirmation, pred.Sensitive
 				if pred.ReviewDefault != "" {
@@ -483,6 +506,22 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 		return storage.SetGovernedStatus(ctx, tx, in.Event.TenantID, in.EventID, status)
 	})
 	return res, err
+}
+
+// finalCandidates are the event's candidates a commit decided (accepted,
+// rejected, superseded), by id.
+func finalCandidates(ctx context.Context, tx bun.Tx, tenant, eventID string) (map[string]storage.Candidate, error) {
+	stored, err := storage.ListCandidates(ctx, tx, tenant, storage.CandidateFilter{EventID: eventID})
+	if err != nil {
+		return nil, err
+	}
+	final := map[string]storage.Candidate{}
+	for _, r := range stored {
+		if r.Status == memory.CandidateAccepted || r.Status == memory.CandidateRejected || r.Status == memory.CandidateSuperseded {
+			final[r.ID] = r
+		}
+	}
+	return final, nil
 }
 
 func candidateRow(in GovernInput, g Governed, sc *schema.Schema) *storage.Candidate {
@@ -575,15 +614,9 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 		}
 		// A candidate whose row is final was committed by an earlier attempt of this
 		// activity (or an earlier run): return what was stored instead of applying twice.
-		stored, err := storage.ListCandidates(ctx, tx, tenant, storage.CandidateFilter{EventID: in.EventID})
+		final, err := finalCandidates(ctx, tx, tenant, in.EventID)
 		if err != nil {
 			return err
-		}
-		final := map[string]storage.Candidate{}
-		for _, r := range stored {
-			if r.Status == memory.CandidateAccepted || r.Status == memory.CandidateRejected || r.Status == memory.CandidateSuperseded {
-				final[r.ID] = r
-			}
 		}
 		var todo []Governed
 		for _, it := range in.Items {
@@ -591,6 +624,11 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 				cr := CommittedResult{CandidateID: r.ID, Status: r.Status, Action: r.Action, MemoryKey: r.MemoryKey, Reason: r.Reason, Reviewer: r.Reviewer}
 				if r.FactID != nil {
 					cr.FactID = *r.FactID
+					// The same facts to index as the attempt that committed them: a
+					// retried Commit returns what the first returned.
+					if r.Status == memory.CandidateAccepted && indexable(governance.Action(r.Action)) {
+						out.FactIDs = append(out.FactIDs, cr.FactID)
+					}
 				}
 				out.Results = append(out.Results, cr)
 				continue
@@ -690,10 +728,16 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	if err := storage.UpsertCandidate(ctx, tx, tenant, row); err != nil {
 		return res, "", err
 	}
-	if d.Action == governance.ActionDuplicate || d.Action == governance.ActionInvalidate || d.Action == governance.ActionNoop {
+	if !indexable(d.Action) {
 		return res, "", nil // no new revision to index
 	}
 	return res, factID, nil
+}
+
+// indexable is whether an accepted candidate's action wrote a fact revision to
+// embed (a duplicate, an invalidation or a no-op did not).
+func indexable(a governance.Action) bool {
+	return a != governance.ActionDuplicate && a != governance.ActionInvalidate && a != governance.ActionNoop
 }
 
 // applyAction writes what the decision says and returns the fact id it touched.
@@ -868,11 +912,29 @@ type MarkEventInput struct {
 	Reason   string             `json:"reason"`
 }
 
+// MarkFailedInput names the events of a write that can never finish: by id when
+// Record stored them, else by idempotency key.
+type MarkFailedInput struct {
+	TenantID string   `json:"tenant_id"`
+	EventIDs []string `json:"event_ids,omitempty"`
+	Keys     []string `json:"idempotency_keys,omitempty"`
+	Reason   string   `json:"reason"`
+}
+
+// MarkFailed sets the events FAILED with the reason, unless they reached a final
+// status (storage.Store.FailEvents). It is idempotent.
+func (a *MemoryActivities) MarkFailed(ctx context.Context, in MarkFailedInput) (int, error) {
+	return a.Store.FailEvents(ctx, in.TenantID, in.EventIDs, in.Keys, truncateReason(in.Reason))
+}
+
+func truncateReason(reason string) string {
+	if len(reason) > 4000 {
+		reason = strings.ToValidUTF8(reason[:4000], "")
+	}
+	return reason
+}
+
 // MarkEvent sets an event's status (UNPARSED when extraction never validated).
 func (a *MemoryActivities) MarkEvent(ctx context.Context, in MarkEventInput) error {
-	reason := in.Reason
-	if len(reason) > 4000 {
-		reason = reason[:4000]
-	}
-	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, reason)
+	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, truncateReason(in.Reason))
 }

@@ -18,7 +18,7 @@ const MaxBatchEvents = 500
 // MemoryWriteBatchInput ingests a long history in one workflow.
 type MemoryWriteBatchInput struct {
 	Events          []memory.IngestEvent `json:"events"`
-	Parallelism     int                  `json:"parallelism,omitempty"` // users processed at once (default 4)
+	Parallelism     int                  `json:"parallelism,omitempty"` // users processed at once (default 16)
 	ExtractAttempts int                  `json:"extract_attempts,omitempty"`
 	ReviewTimeout   int64                `json:"review_timeout_seconds,omitempty"`
 }
@@ -39,8 +39,12 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	return answering(ctx, in, memoryWriteBatch)
 }
 
-func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (MemoryWriteBatchResult, error) {
-	out := MemoryWriteBatchResult{}
+func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
+	st := steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
+	if st.fast && len(in.Events) > 0 {
+		// The batch's turns and facts are embedded together, in chunks.
+		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
+	}
 	if len(in.Events) == 0 {
 		return out, temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
 	}
@@ -57,7 +61,11 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		opts.ReviewTimeout = secondsToDuration(in.ReviewTimeout)
 	}
 	par := in.Parallelism
-	if par <= 0 {
+	switch {
+	case par > 0:
+	case st.fast:
+		par = 16 // local activities: the worker's slots, not the server, bound it
+	default:
 		par = 4
 	}
 	first := in.Events[0]
@@ -67,6 +75,16 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		return out, err
 	}
 
+	defer func() {
+		if len(in.Events) == 0 {
+			return
+		}
+		f := MarkFailedInput{TenantID: in.Events[0].TenantID}
+		for _, e := range in.Events {
+			f.Keys = append(f.Keys, e.IdempotencyKey)
+		}
+		markFailed(ctx, st, err, f)
+	}()
 	// Group by user, each group in event-time order.
 	groups := map[string][]int{}
 	var users []string
@@ -92,7 +110,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 				u := users[next]
 				next++
 				for _, i := range groups[u] {
-					wr, err := writeEvent(ctx, opts, in.Events[i], rv)
+					wr, err := writeEvent(ctx, st, opts, in.Events[i], rv)
 					ws[i] = wr
 					if err != nil {
 						firstErr = fmt.Errorf("events[%d]: %w", i, err)
@@ -105,6 +123,8 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	if err := workflow.Await(ctx, func() bool { return running == 0 }); err != nil {
 		return out, err
 	}
+	// What was committed is searchable by meaning before reviews are awaited.
+	st.flushIndex(ctx)
 	if firstErr != nil {
 		return out, firstErr
 	}
@@ -116,11 +136,12 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 			if len(w.pending) == 0 {
 				continue
 			}
-			if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
+			if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
 				return out, err
 			}
 			out.Reviewed += len(w.pending)
 		}
+		st.flushIndex(ctx)
 	}
 	for _, w := range ws {
 		out.Results = append(out.Results, w.res)

@@ -43,15 +43,24 @@ func StartOptions(taskQueue, workflowID string) client.StartWorkflowOptions {
 	}
 }
 
+// eager asks for eager start: when a worker of the task queue runs in this
+// process (engram serve with its worker), the server hands the first workflow
+// task back with the start's answer, and the worker runs it without a poll. With
+// no such worker the start is an ordinary one.
+func eager(o client.StartWorkflowOptions) client.StartWorkflowOptions {
+	o.EnableEagerStart = true
+	return o
+}
+
 // Start starts, or joins, the MemoryWrite of in.Event; the returned run is the one
 // workflow of its idempotency key, finished or not.
 func Start(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput) (client.WorkflowRun, error) {
-	return c.ExecuteWorkflow(ctx, StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey)), MemoryWriteWorkflowName, in)
+	return c.ExecuteWorkflow(ctx, eager(StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey))), MemoryWriteWorkflowName, in)
 }
 
 // StartBatch starts, or joins, the MemoryWriteBatch of batchKey.
 func StartBatch(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput) (client.WorkflowRun, error) {
-	return c.ExecuteWorkflow(ctx, StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey)), MemoryWriteBatchName, in)
+	return c.ExecuteWorkflow(ctx, eager(StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))), MemoryWriteBatchName, in)
 }
 
 // Waited is what a caller of StartAndWait learns.

@@ -16,26 +16,159 @@ import (
 	"github.com/engramhq/engram/storage"
 )
 
+// retryPolicy backs off from initial, doubling up to maxInterval, for at most
+// attempts tries; the error types retrying cannot fix are not retried.
+func retryPolicy(initial, maxInterval time.Duration, attempts int32) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2, MaximumInterval: maxInterval, MaximumAttempts: attempts, NonRetryableErrorTypes: NonRetryable}
+}
+
 // Activity options of the write path. Each step has its own timeout and retry
 // policy; errors retrying cannot fix are listed as non-retryable.
 func dbActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 20, NonRetryableErrorTypes: NonRetryable,
-		},
+		RetryPolicy:         retryPolicy(200*time.Millisecond, 30*time.Second, 20),
 	})
 }
 
 func localActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second,
-			MaximumAttempts: 10, NonRetryableErrorTypes: NonRetryable,
-		},
+		RetryPolicy:         retryPolicy(200*time.Millisecond, 5*time.Second, 10),
 	})
+}
+
+// fastLocalActivity runs a short, idempotent database step as a local activity:
+// no round trip through the server. A retry whose backoff exceeds the SDK's local
+// retry threshold waits on a workflow timer, so an outage of minutes is ridden out
+// as the regular activities did; after that the write fails and says why.
+func fastLocalActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:            retryPolicy(100*time.Millisecond, 30*time.Second, 20),
+	})
+}
+
+// localExtractActivity runs an in-process extractor (the rule extractor) as a
+// local activity, with the retry policy of an extraction.
+func localExtractActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         retryPolicy(time.Second, 30*time.Second, 5),
+	})
+}
+
+// The versions of the write workflows (workflow.GetVersion), so the histories of
+// writes started by an older binary still replay.
+const (
+	// fastWriteChange: the short steps (record, validate, govern, commit, index,
+	// session, mark) run as local activities, and so does an in-process extractor:
+	// a write with no LLM and no review is one workflow task.
+	fastWriteChange  = "fast-write"
+	fastWriteVersion = 1
+	// markFailedChange: a write that fails marks its events FAILED with the reason.
+	markFailedChange  = "mark-failed"
+	markFailedVersion = 1
+)
+
+// steps runs the write path's steps: as local activities on the fast path, as
+// regular activities in workflows started before it.
+type steps struct {
+	fast bool
+	// batched, in a batch on the fast path, gathers what to embed so it is embedded
+	// in batches (flushIndex) rather than one Index per event.
+	batched *IndexInput
+}
+
+// index embeds in (the turn or the facts of one event) now, or adds it to the
+// batch's; the future is nil when added.
+func (s steps) index(ctx workflow.Context, in IndexInput) workflow.Future {
+	if s.batched != nil {
+		s.batched.EvidenceIDs = append(s.batched.EvidenceIDs, in.EvidenceIDs...)
+		s.batched.FactIDs = append(s.batched.FactIDs, in.FactIDs...)
+		return nil
+	}
+	var a *MemoryActivities
+	return s.db(ctx, a.Index, in)
+}
+
+// indexChunk is how many texts one batched Index embeds.
+const indexChunk = 64
+
+// flushIndex embeds what the batch gathered, indexChunk texts per Index, all at
+// once. A failed index leaves the commits intact (the vectors are an index).
+func (s steps) flushIndex(ctx workflow.Context) {
+	if s.batched == nil {
+		return
+	}
+	var a *MemoryActivities
+	var fs []workflow.Future
+	for _, part := range chunks(s.batched.EvidenceIDs, indexChunk) {
+		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, EvidenceIDs: part}))
+	}
+	for _, part := range chunks(s.batched.FactIDs, indexChunk) {
+		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, FactIDs: part}))
+	}
+	for _, f := range fs {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("batched index failed; the commits stand without vectors", "error", err)
+		}
+	}
+	s.batched.EvidenceIDs, s.batched.FactIDs = nil, nil
+}
+
+func chunks[T any](xs []T, n int) [][]T {
+	var out [][]T
+	for i := 0; i < len(xs); i += n {
+		out = append(out, xs[i:min(i+n, len(xs))])
+	}
+	return out
+}
+
+func (s steps) db(ctx workflow.Context, act, in any) workflow.Future {
+	if s.fast {
+		return workflow.ExecuteLocalActivity(fastLocalActivity(ctx), act, in)
+	}
+	return workflow.ExecuteActivity(dbActivity(ctx), act, in)
+}
+
+func (s steps) extract(ctx workflow.Context, local bool, in ExtractInput) workflow.Future {
+	var a *MemoryActivities
+	if s.fast && local {
+		return workflow.ExecuteLocalActivity(localExtractActivity(ctx), a.Extract, in)
+	}
+	return workflow.ExecuteActivity(extractActivity(ctx), a.Extract, in)
+}
+
+// markFailed records, when a write ends with err, that its events can never
+// finish (FAILED, with the reason), unless err is a key reused for another event
+// (that event is someone else's write). It runs on a disconnected context, so a
+// cancelled write is marked too.
+func markFailed(ctx workflow.Context, st steps, err error, in MarkFailedInput) {
+	var ae *temporal.ApplicationError
+	if err == nil || (errors.As(err, &ae) && ae.Type() == ErrTypeIdempotencyConflict) {
+		return
+	}
+	if workflow.GetVersion(ctx, markFailedChange, workflow.DefaultVersion, markFailedVersion) < markFailedVersion {
+		return
+	}
+	var a *MemoryActivities
+	in.Reason = "the write failed: " + rootMessage(err)
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	if merr := st.db(dctx, a.MarkFailed, in).Get(dctx, nil); merr != nil {
+		workflow.GetLogger(ctx).Error("could not mark the failed write's events FAILED", "error", merr)
+	}
+}
+
+// subjectAttr is the EngramSubject value of a user: the id, or a hash of an id
+// longer than a search attribute may hold.
+func subjectAttr(user string) string {
+	if len(user) <= 1000 {
+		return user
+	}
+	return memory.TemporalIDPart(user)
 }
 
 func extractActivity(ctx workflow.Context) workflow.Context {
@@ -44,10 +177,7 @@ func extractActivity(ctx workflow.Context) workflow.Context {
 		// The activity heartbeats while the call runs, so a dead worker is noticed in
 		// seconds rather than at the end of the start-to-close timeout.
 		HeartbeatTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 5, NonRetryableErrorTypes: NonRetryable,
-		},
+		RetryPolicy:      retryPolicy(time.Second, 30*time.Second, 5),
 	})
 }
 
@@ -59,7 +189,8 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 	return answering(ctx, in, memoryWrite)
 }
 
-func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (MemoryWriteResult, error) {
+func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (res MemoryWriteResult, err error) {
+	st := steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
 	ev := in.Event
 	if err := ev.Validate(); err != nil {
 		return MemoryWriteResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
@@ -67,13 +198,16 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (Me
 	in = withDefaults(in)
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
 		memory.SearchAttrTenant.ValueSet(ev.TenantID), memory.SearchAttrKind.ValueSet(WriteKind),
-		SearchAttrSubject.ValueSet(ev.UserID), SearchAttrReview.ValueSet(ReviewNone))
+		SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)), SearchAttrReview.ValueSet(ReviewNone))
 	// The review signal is registered up front so the Web UI lists it.
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
 	if err := registerReview(ctx, reviewCh, rv); err != nil {
 		return MemoryWriteResult{}, err
 	}
-	w, err := writeEvent(ctx, in, ev, rv)
+	defer func() {
+		markFailed(ctx, st, err, MarkFailedInput{TenantID: ev.TenantID, EventIDs: nonEmpty(res.EventID), Keys: []string{ev.IdempotencyKey}})
+	}()
+	w, err := writeEvent(ctx, st, in, ev, rv)
 	if err != nil || w.res.Status != WriteCommitted {
 		return w.res, err
 	}
@@ -81,11 +215,21 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (Me
 		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
-		if err := w.commit(ctx, w.ev, w.pending, rv.verdicts); err != nil {
+		if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
 			return w.res, err
 		}
 	}
 	return w.res, nil
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func withDefaults(in MemoryWriteInput) MemoryWriteInput {
@@ -114,12 +258,12 @@ type pendingItem struct {
 
 // writeEvent runs record → extract/validate → govern → commit of the trusted
 // candidates for one event; candidates that need a human are returned pending.
-func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState) (*written, error) {
+func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState) (*written, error) {
 	var a *MemoryActivities
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	w := &written{}
-	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Record, RecordInput{Event: ev, WorkflowID: wfID}).Get(ctx, &w.rec); err != nil {
+	if err := st.db(ctx, a.Record, RecordInput{Event: ev, WorkflowID: wfID}).Get(ctx, &w.rec); err != nil {
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
@@ -137,14 +281,20 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 	side := []struct {
 		what string
 		f    workflow.Future
-	}{{"evidence index", workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}})}}
+	}{}
+	if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
+		side = append(side, struct {
+			what string
+			f    workflow.Future
+		}{"evidence index", f})
+	}
 	if ev.SessionID != "" {
 		turn := UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
 			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
 		side = append(side, struct {
 			what string
 			f    workflow.Future
-		}{"session", workflow.ExecuteActivity(dbActivity(ctx), a.UpdateSession, turn)})
+		}{"session", st.db(ctx, a.UpdateSession, turn)})
 	}
 	defer func() {
 		for _, sd := range side {
@@ -155,7 +305,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 	}()
 	markUnparsed := func(reason string) (*written, error) {
 		w.res.Status, w.res.Reason = WriteUnparsed, reason
-		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventUnparsed, Reason: reason}).Get(ctx, nil)
+		err := st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventUnparsed, Reason: reason}).Get(ctx, nil)
 		return w, err
 	}
 
@@ -164,7 +314,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 	for attempt := 1; attempt <= in.ExtractAttempts; attempt++ {
 		w.res.Attempts = attempt
 		var out llm.ExtractOutput
-		err := workflow.ExecuteActivity(extractActivity(ctx), a.Extract, ExtractInput{Event: ev, Text: w.rec.Stored, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
+		err := st.extract(ctx, w.rec.LocalExtract, ExtractInput{Event: ev, Text: w.rec.Stored, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
 		if err != nil {
 			// The extractor stayed unavailable or refused: keep the evidence, invent nothing.
 			logger.Warn("extraction failed", "attempt", attempt, "error", err)
@@ -195,12 +345,12 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 	}
 	if len(cands) == 0 {
 		w.res.Status = WriteNoMemory
-		err := workflow.ExecuteActivity(dbActivity(ctx), a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"}).Get(ctx, nil)
+		err := st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"}).Get(ctx, nil)
 		return w, err
 	}
 
 	var gov GovernResult
-	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Govern, GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}).Get(ctx, &gov); err != nil {
+	if err := st.db(ctx, a.Govern, GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}).Get(ctx, &gov); err != nil {
 		return w, err
 	}
 	var now []pendingItem
@@ -220,7 +370,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 	}
 	w.res.Status = WriteCommitted
 	if len(now) > 0 {
-		if err := w.commit(ctx, ev, now, nil); err != nil {
+		if err := w.commit(ctx, st, ev, now, nil); err != nil {
 			return w, err
 		}
 	}
@@ -229,7 +379,7 @@ func writeEvent(ctx workflow.Context, in MemoryWriteInput, ev memory.IngestEvent
 
 // commit commits items of this event (with verdicts for reviewed ones) and indexes
 // the new facts.
-func (w *written) commit(ctx workflow.Context, ev memory.IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
+func (w *written) commit(ctx workflow.Context, st steps, ev memory.IngestEvent, items []pendingItem, verdicts map[string]governance.Verdict) error {
 	var a *MemoryActivities
 	gov := make([]Governed, len(items))
 	for i, p := range items {
@@ -237,7 +387,7 @@ func (w *written) commit(ctx workflow.Context, ev memory.IngestEvent, items []pe
 	}
 	var com CommitResult
 	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts}
-	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Commit, in).Get(ctx, &com); err != nil {
+	if err := st.db(ctx, a.Commit, in).Get(ctx, &com); err != nil {
 		return err
 	}
 	w.res.Results = append(w.res.Results, com.Results...)
@@ -245,8 +395,11 @@ func (w *written) commit(ctx workflow.Context, ev memory.IngestEvent, items []pe
 	if len(com.FactIDs) == 0 {
 		return nil
 	}
-	idx := IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs}
-	if err := workflow.ExecuteActivity(dbActivity(ctx), a.Index, idx).Get(ctx, nil); err != nil {
+	f := st.index(ctx, IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs})
+	if f == nil {
+		return nil
+	}
+	if err := f.Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
 	}
 	return nil

@@ -46,6 +46,7 @@ type writeHarness struct {
 	commits  []CommitInput
 	indexes  []IndexInput
 	marks    []MarkEventInput
+	failed   []MarkFailedInput
 	review   []string    // values the EngramReview search attribute was set to
 	started  time.Time   // workflow clock when Record ran
 	commitAt []time.Time // workflow clock when each Commit ran
@@ -91,6 +92,14 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.marks = append(h.marks, in)
 			h.log = append(h.log, "mark:"+string(in.Status))
 			return nil
+		})
+	h.env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in MarkFailedInput) (int, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.failed = append(h.failed, in)
+			h.log = append(h.log, "mark:FAILED")
+			return len(in.Keys), nil
 		})
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -315,12 +324,13 @@ func TestMemoryWriteHappyPath(t *testing.T) {
 	assert.Equal(t, []string{"c1", "c2"}, itemIDs(h.commits[0].Items))
 	assert.Nil(t, h.commits[0].Verdicts)
 	require.Len(t, h.indexes, 2)
-	// The turn is indexed right after record (whatever extraction makes of it), the
-	// facts after commit.
-	assert.Equal(t, []string{"evd-k1"}, h.indexes[0].EvidenceIDs)
-	assert.Empty(t, h.indexes[0].FactIDs)
-	assert.Equal(t, []string{"fact-c1", "fact-c2"}, h.indexes[1].FactIDs)
-	assert.Empty(t, h.indexes[1].EvidenceIDs)
+	// The turn is indexed from right after record (whatever extraction makes of
+	// it), the facts after commit; as local activities the two may end in either
+	// order.
+	assert.ElementsMatch(t, []IndexInput{
+		{TenantID: "acme", EvidenceIDs: []string{"evd-k1"}},
+		{TenantID: "acme", FactIDs: []string{"fact-c1", "fact-c2"}},
+	}, h.indexes)
 	assert.Empty(t, h.marks)
 	assert.NotContains(t, h.review, ReviewPending)
 	assert.Equal(t, []string{ReviewNone}, h.review)
@@ -958,4 +968,78 @@ func TestMemoryWriteBatchActivityErrorNamesEvent(t *testing.T) {
 	assert.Contains(t, err.Error(), "events[0]")
 	assert.Contains(t, err.Error(), "unknown schema")
 	assert.Equal(t, 1, h.called("record"), "the user's later events are not written after a failure")
+}
+
+// A write that fails (here governance, with an error retrying cannot fix) marks its
+// event FAILED with the reason instead of leaving it PROCESSING.
+func TestMemoryWriteFailureMarksTheEventFailed(t *testing.T) {
+	h := newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
+		temporal.NewNonRetryableApplicationError("memory_key: too long for an index row", memory.ErrTypeBadInput, nil))
+
+	h.env.ExecuteWorkflow(MemoryWrite, writeInput())
+
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.Error(t, h.env.GetWorkflowError())
+	require.Len(t, h.failed, 1)
+	f := h.failed[0]
+	assert.Equal(t, "acme", f.TenantID)
+	assert.Equal(t, []string{"ev-k1"}, f.EventIDs)
+	assert.Equal(t, []string{"k1"}, f.Keys)
+	assert.Contains(t, f.Reason, "memory_key: too long for an index row")
+	assert.Equal(t, "mark:FAILED", h.log[len(h.log)-1])
+	assert.Empty(t, h.commits)
+}
+
+// recordFailing runs a MemoryWrite whose Record fails with err and returns what
+// MarkFailed was asked.
+func recordFailing(t *testing.T, err error) []MarkFailedInput {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(MemoryWrite)
+	env.RegisterActivity(wa)
+	env.OnActivity(wa.Record, mock.Anything, mock.Anything).Return(RecordResult{}, err)
+	var failed []MarkFailedInput
+	env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, in MarkFailedInput) (int, error) {
+		failed = append(failed, in)
+		return 1, nil
+	})
+	env.ExecuteWorkflow(MemoryWrite, writeInput())
+	require.Error(t, env.GetWorkflowError())
+	return failed
+}
+
+// Record failing for good (before the workflow knows the event's id) marks the
+// event by its idempotency key.
+func TestMemoryWriteRecordFailureMarksByKey(t *testing.T) {
+	failed := recordFailing(t, temporal.NewNonRetryableApplicationError("locator: contains a NUL byte", memory.ErrTypeBadInput, nil))
+	require.Len(t, failed, 1)
+	assert.Empty(t, failed[0].EventIDs)
+	assert.Equal(t, []string{"k1"}, failed[0].Keys)
+	assert.Contains(t, failed[0].Reason, "locator: contains a NUL byte")
+}
+
+// A key reused for another event is that event's write: it is not marked FAILED.
+func TestMemoryWriteIdempotencyConflictMarksNothing(t *testing.T) {
+	assert.Empty(t, recordFailing(t, temporal.NewNonRetryableApplicationError("key used for another event", ErrTypeIdempotencyConflict, nil)))
+}
+
+// A failed batch marks the events it did not finish FAILED, by key.
+func TestMemoryWriteBatchFailureMarksItsEventsFailed(t *testing.T) {
+	h := newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
+		temporal.NewNonRetryableApplicationError("boom", memory.ErrTypeBadInput, nil))
+	in := MemoryWriteBatchInput{Events: []memory.IngestEvent{event("b1", "u1", "aisle seat", t0), event("b2", "u2", "window seat", t0)}}
+
+	h.env.ExecuteWorkflow(MemoryWriteBatch, in)
+
+	require.Error(t, h.env.GetWorkflowError())
+	require.Len(t, h.failed, 1)
+	assert.Equal(t, []string{"b1", "b2"}, h.failed[0].Keys)
+	assert.Contains(t, h.failed[0].Reason, "boom")
 }

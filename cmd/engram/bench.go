@@ -25,7 +25,7 @@ import (
 // benchCmd groups the benchmarks; `engram bench recall` is the recall benchmark.
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks on synthetic data"}
-	cmd.AddCommand(benchRecallCmd())
+	cmd.AddCommand(benchRecallCmd(), benchWriteCmd())
 	return cmd
 }
 
@@ -63,13 +63,9 @@ load again).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			var concs []int
-			for _, s := range strings.Split(concurrency, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n <= 0 || n > 256 {
-					return fmt.Errorf("--concurrency: %q is not a list of positive numbers", concurrency)
-				}
-				concs = append(concs, n)
+			concs, err := parseConcurrency(concurrency)
+			if err != nil {
+				return err
 			}
 			if tenants <= 0 || facts <= 0 || evidence <= 0 || queries <= 0 {
 				return fmt.Errorf("--tenants, --facts, --evidence and --queries must be positive")
@@ -249,6 +245,20 @@ load again).`,
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
 	f.BoolVar(&reload, "reload", false, "load the data set again even if the database holds it")
 	return cmd
+}
+
+// parseConcurrency reads --concurrency: a comma-separated list of numbers of
+// callers, 1 to 256.
+func parseConcurrency(flag string) ([]int, error) {
+	var concs []int
+	for _, s := range strings.Split(flag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 || n > 256 {
+			return nil, fmt.Errorf("--concurrency: %q is not a list of numbers from 1 to 256", flag)
+		}
+		concs = append(concs, n)
+	}
+	return concs, nil
 }
 
 func writeJSON(out io.Writer, v any) error {

@@ -121,6 +121,21 @@ func TestRecord(t *testing.T) {
 	r.update(run.GetID(), write.UpdateReview, write.ReviewRequest{CandidateID: pending[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}, &ack)
 	r.save("memorywrite_review.json", run)
 
+	// A write with nothing to review (the fast path: one workflow task of local
+	// activities), and a batch of two users' turns.
+	fin := write.MemoryWriteInput{Event: memory.IngestEvent{TenantID: r.tenant, IdempotencyKey: "k-fast", UserID: "u1", Schema: "travel", Content: "预算不超过8000元", OccurredAt: at.Add(time.Minute), SessionID: "s1"}}
+	frun, err := write.Start(context.Background(), r.c, r.queue, fin)
+	require.NoError(t, err)
+	r.save("memorywrite_fast.json", frun)
+	bin := write.MemoryWriteBatchInput{Events: []memory.IngestEvent{
+		{TenantID: r.tenant, IdempotencyKey: "k-b1", UserID: "u1", Schema: "travel", Content: "I prefer an aisle seat", OccurredAt: at.Add(2 * time.Minute), SessionID: "s1"},
+		{TenantID: r.tenant, IdempotencyKey: "k-b2", UserID: "u2", Schema: "customer_service", Content: "我的订单12345没收到", OccurredAt: at.Add(2 * time.Minute)},
+		{TenantID: r.tenant, IdempotencyKey: "k-b3", UserID: "u1", Schema: "general", Content: "thanks, that helps", OccurredAt: at.Add(3 * time.Minute), SessionID: "s1"},
+	}}
+	brun, err := write.StartBatch(context.Background(), r.c, r.queue, r.tenant, "replay-batch", bin)
+	require.NoError(t, err)
+	r.save("memorywritebatch_fast.json", brun)
+
 	// A task whose step stalls past the call timeout (OUTCOME_UNKNOWN), is reconciled
 	// as applied, then completed.
 	cfg := task.TaskConfig{

@@ -28,7 +28,10 @@ import (
 
 // histories are the recorded histories, by file name under testdata.
 var histories = []string{
+	"memorywrite_review_v0.json", // before the fast path (activities, no version markers)
 	"memorywrite_review.json",
+	"memorywrite_fast.json",
+	"memorywritebatch_fast.json",
 	"task_outcome_unknown.json",
 	"erase_subject.json",
 }

@@ -192,21 +192,36 @@ func activitySummary(h []*historypb.HistoryEvent, name string) activityEvents {
 			if ofType[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
 				s.completed++
 			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			// A local activity is one marker per attempt that ended (scheduled,
+			// started and completed or failed in the worker).
+			if typ, attempt, failed, ok := localActivityMarker(ev); ok && typ == name {
+				s.scheduled++
+				s.attempts = append(s.attempts, attempt)
+				if !failed {
+					s.completed++
+				}
+			}
 		}
 	}
 	return s
 }
 
-// localActivities counts local activity markers in a history (the write path's only
-// local activity is Validate).
-func localActivities(h []*historypb.HistoryEvent) int {
-	n := 0
-	for _, ev := range h {
-		if ev.GetEventType() == enumspb.EVENT_TYPE_MARKER_RECORDED && ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
-			n++
-		}
+// localActivityMarker reads the activity type and attempt of a local activity's
+// marker.
+func localActivityMarker(ev *historypb.HistoryEvent) (typ string, attempt int32, failed, ok bool) {
+	a := ev.GetMarkerRecordedEventAttributes()
+	if a.GetMarkerName() != "LocalActivity" || len(a.GetDetails()["data"].GetPayloads()) == 0 {
+		return "", 0, false, false
 	}
-	return n
+	var d struct {
+		ActivityType string
+		Attempt      int32
+	}
+	if err := json.Unmarshal(a.GetDetails()["data"].GetPayloads()[0].GetData(), &d); err != nil {
+		return "", 0, false, false
+	}
+	return d.ActivityType, d.Attempt, a.GetFailure() != nil, true
 }
 
 func TestLLMSeedOrderNeverArrived(t *testing.T) {
@@ -390,7 +405,7 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 	ex := activitySummary(h, "Extract")
 	assert.Equal(t, 3, ex.scheduled, "Extract scheduled once per attempt")
 	assert.Equal(t, 3, ex.completed)
-	assert.Equal(t, 3, localActivities(h), "Validate runs as a local activity, recorded as a marker per attempt")
+	assert.Equal(t, 3, activitySummary(h, "Validate").scheduled, "Validate runs as a local activity, recorded as a marker per attempt")
 	assert.Equal(t, 1, activitySummary(h, "Govern").scheduled)
 
 	// Each re-extraction carries the previous attempt's validation errors.

@@ -1,0 +1,591 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/engramhq/engram/app"
+	"github.com/engramhq/engram/client"
+	"github.com/engramhq/engram/config"
+	"github.com/engramhq/engram/embedding"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/storage"
+)
+
+// benchWriteDB is the database `engram bench write` creates afresh for each run.
+const benchWriteDB = "engram_bench_write"
+
+func benchWriteCmd() *cobra.Command {
+	var (
+		concurrency, dbURL string
+		writes, acks       int
+		batchTurns, batch  int
+		users              int
+		asJSON, keep       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "write",
+		Short: "Measure the write path end to end through the API: Ingest with wait, the acknowledgement, and a batch import",
+		Long: `Starts an in-process API server and worker (app.Build, on a task queue of its own, against
+a fresh database "engram_bench_write" next to ENGRAM_DATABASE_URL's, or --database-url) with
+the configured extractor and embedder (the rule extractor and the composite embedder unless
+ENGRAM_LLM_BASE_URL or ENGRAM_EMBEDDER say otherwise), and calls it as an agent does:
+
+  - Ingest with wait (until committed) at each --concurrency: --writes writes per level;
+  - Ingest without wait: the acknowledgement (the write is durable once the call returns);
+  - a batch import of --batch-turns turns of conversation, --batch-size events per call.
+
+It prints p50/p95/p99 latency, writes/s and errors per measurement (--json: the same as
+JSON), and where a single caller's write spends its time: each step of the write path
+(time inside the activity, local or not), the embedder, and what is left, which is the
+API, the Temporal server's round trips and the worker's scheduling. It also reads the
+history of a few writes and counts their workflow tasks and activities.
+
+TEMPORAL_ADDRESS names the Temporal server; a dev server of its own keeps the benchmark
+from loading (or being loaded by) others.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			concs, err := parseConcurrency(concurrency)
+			if err != nil {
+				return err
+			}
+			if writes < 0 || acks < 0 || batchTurns < 0 || batch <= 0 || batch > 500 || users <= 0 {
+				return fmt.Errorf("--writes, --acks and --batch-turns must not be negative, --batch-size is 1 to 500, --users positive")
+			}
+			b := &writeBench{users: users, tenant: "bench-" + uuid.NewString()[:8]}
+			msgs := cmd.OutOrStdout()
+			if asJSON {
+				msgs = os.Stderr
+			}
+			stop, err := b.start(cmd.Context(), dbURL, keep, msgs)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			return b.run(cmd.Context(), cmd.OutOrStdout(), msgs, asJSON, concs, writes, acks, batchTurns, batch)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&concurrency, "concurrency", "1,8,32", "concurrent callers of Ingest with wait, comma separated")
+	f.IntVar(&writes, "writes", 200, "writes per concurrency level")
+	f.IntVar(&acks, "acks", 200, "Ingest calls without wait (0: skip)")
+	f.IntVar(&batchTurns, "batch-turns", 6000, "turns of conversation in the batch import (0: skip)")
+	f.IntVar(&batch, "batch-size", 500, "events per batch Ingest call")
+	f.IntVar(&users, "users", 16, "users the writes are spread over")
+	f.StringVar(&dbURL, "database-url", "", "database to use (default: "+benchWriteDB+" next to ENGRAM_DATABASE_URL, dropped and created afresh)")
+	f.BoolVar(&keep, "keep", false, "keep the database's content instead of starting from an empty one")
+	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
+	return cmd
+}
+
+type writeBench struct {
+	users  int
+	tenant string
+	apiKey string
+	seq    atomic.Int64
+	api    *client.Client
+	app    *app.App
+	steps  *stepTimer
+	emb    *timedEmbedder
+}
+
+// start creates the database, builds the app with its worker and serves the API on a
+// free port.
+func (b *writeBench) start(ctx context.Context, dbURL string, keep bool, msgs io.Writer) (func(), error) {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if dbURL == "" {
+		if cfg.DatabaseURL == "" {
+			return nil, fmt.Errorf("set ENGRAM_DATABASE_URL (the bench uses database %s on that server) or --database-url", benchWriteDB)
+		}
+		if dbURL, err = storage.SiblingDatabase(cfg.DatabaseURL, benchWriteDB); err != nil {
+			return nil, fmt.Errorf("ENGRAM_DATABASE_URL: %w", err)
+		}
+		if !keep {
+			if err := storage.DropDatabase(ctx, cfg.DatabaseURL, benchWriteDB); err != nil {
+				return nil, err
+			}
+		}
+		if err := storage.CreateDatabase(ctx, cfg.DatabaseURL, benchWriteDB, true); err != nil {
+			return nil, err
+		}
+	}
+	cfg.DatabaseURL = dbURL
+	cfg.TaskQueue = "bench-write-" + uuid.NewString()[:8]
+	st, err := storage.Open(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	_, err = st.Migrate(ctx)
+	if err == nil {
+		b.apiKey, err = st.CreateAPIKey(ctx, &storage.APIKey{TenantID: b.tenant, Principal: "bench", Roles: []string{storage.RoleAgent}})
+	}
+	st.Close()
+	if err != nil {
+		return nil, err
+	}
+	em, err := app.Embedder(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedder: %w", err)
+	}
+	b.emb = &timedEmbedder{Embedder: em}
+	b.steps = &stepTimer{}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.Build(ctx, cfg, log, app.Options{API: true, Worker: true, Embedder: b.emb, WorkerInterceptors: []interceptor.WorkerInterceptor{b.steps}})
+	if err != nil {
+		return nil, err
+	}
+	b.app = a
+	h, err := a.HTTPHandler()
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(sctx, "127.0.0.1:0", h, 5*time.Second, func(at net.Addr) { addrs <- at.String() })
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		a.Close()
+	}
+	select {
+	case at := <-addrs:
+		b.api = client.New("http://"+at, b.apiKey, client.WithRetry(1, 0))
+	case err := <-done:
+		cancel()
+		a.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	fmt.Fprintf(msgs, "bench write: tenant %s, task queue %s, temporal %s, extractor %s, embedder %s\n",
+		b.tenant, cfg.TaskQueue, cfg.TemporalAddress, extractorName(cfg), em.Name())
+	return stop, nil
+}
+
+func extractorName(cfg config.Config) string {
+	if cfg.LLMBaseURL != "" {
+		return "llm " + cfg.LLMModel
+	}
+	return "rule"
+}
+
+// writeStats are the figures of one measurement.
+type writeStats struct {
+	Name        string  `json:"name"`
+	Concurrency int     `json:"concurrency"`
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	P50         float64 `json:"p50_ms"`
+	P95         float64 `json:"p95_ms"`
+	P99         float64 `json:"p99_ms"`
+	PerSecond   float64 `json:"per_s"`
+	Seconds     float64 `json:"seconds"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+func newWriteStats(name string, conc int, lat []time.Duration, errs int, firstErr string, wall time.Duration, done int) writeStats {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	return writeStats{Name: name, Concurrency: conc, Calls: len(lat) + errs, Errors: errs, P50: pct(0.50), P95: pct(0.95), P99: pct(0.99),
+		PerSecond: float64(done) / wall.Seconds(), Seconds: wall.Seconds(), FirstError: firstErr}
+}
+
+// benchUserTurns are what the bench's users say: facts the rule extractor finds
+// (none needs a review) and small talk that leaves no memory.
+var benchUserTurns = []struct {
+	schema string
+	text   func(i int) string
+}{
+	{"travel", func(i int) string { return fmt.Sprintf("预算不超过%d元", 5000+(i%40)*100) }},
+	{"travel", func(int) string { return "我以后尽量都坐直飞" }},
+	{"customer_service", func(i int) string { return fmt.Sprintf("我的订单%d没收到", 10000+i) }},
+	{"general", func(int) string { return "今天天气不错，我们聊聊别的吧" }},
+	{"travel", func(int) string { return "I prefer an aisle seat" }},
+	{"general", func(i int) string { return fmt.Sprintf("thanks, that helps (%d)", i) }},
+	{"travel", func(int) string { return "I don't want layovers" }},
+}
+
+// event is turn n of the bench's conversation: users take turns, every other turn
+// is the agent's reply; at, when set, is its time.
+func (b *writeBench) event(n int, at time.Time) *engramv1.Event {
+	user := fmt.Sprintf("u%03d", n/2%b.users)
+	k := n / 2 / b.users // the user's turn number
+	ev := &engramv1.Event{
+		IdempotencyKey: fmt.Sprintf("bw-%s-%d", b.tenant, b.seq.Add(1)), UserId: user,
+		SessionId: fmt.Sprintf("s-%s-%d", user, k/20), EventType: engramv1.EventType_EVENT_TYPE_MESSAGE,
+	}
+	if n%2 == 1 {
+		ev.ActorType, ev.Schema, ev.Content = engramv1.ActorType_ACTOR_TYPE_AGENT, "general", fmt.Sprintf("好的，我记下了（%d）。", k)
+	} else {
+		t := benchUserTurns[k%len(benchUserTurns)]
+		ev.ActorType, ev.Schema, ev.Content = engramv1.ActorType_ACTOR_TYPE_USER, t.schema, t.text(k)
+	}
+	if !at.IsZero() {
+		ev.OccurredAt = timestamppb.New(at)
+	}
+	return ev
+}
+
+// okStatus is whether a waited write finished as a write of these turns should.
+func okStatus(s engramv1.WriteStatus) bool {
+	return s == engramv1.WriteStatus_WRITE_STATUS_COMMITTED || s == engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY
+}
+
+// calls runs n calls of one at conc at once and measures them.
+func calls(ctx context.Context, name string, conc, n int, one func(ctx context.Context, i int) error) writeStats {
+	lat := make([]time.Duration, 0, n)
+	var mu sync.Mutex
+	var errs int
+	var firstErr string
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				t := time.Now()
+				err := one(ctx, i)
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil {
+					errs++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	return newWriteStats(name, conc, lat, errs, firstErr, wall, len(lat))
+}
+
+// writeReport is what --json prints.
+type writeReport struct {
+	Waited         []waitedJSON       `json:"write"`
+	Ack            *writeStats        `json:"ack,omitempty"`
+	AckP50         float64            `json:"ack_p50_ms,omitempty"`
+	AckDrained     string             `json:"ack_drained,omitempty"`
+	Batch          *writeStats        `json:"batch,omitempty"`
+	BatchTurnsPerS float64            `json:"batch_turns_per_s,omitempty"`
+	Steps          map[string]float64 `json:"single_caller_steps_ms,omitempty"`
+	Histories      *historyCounts     `json:"single_caller_history,omitempty"`
+	LoadBefore     string             `json:"load_before"`
+	LoadAfter      string             `json:"load_after"`
+}
+
+type waitedJSON struct {
+	Concurrency int     `json:"concurrency"`
+	P50         float64 `json:"write_p50_ms"`
+	P95         float64 `json:"write_p95_ms"`
+	P99         float64 `json:"write_p99_ms"`
+	PerSecond   float64 `json:"writes_per_s"`
+	Errors      int     `json:"errors"`
+	Calls       int     `json:"calls"`
+}
+
+func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, concs []int, writes, acks, batchTurns, batchSize int) error {
+	rep := writeReport{LoadBefore: loadAvg()}
+	var table []writeStats
+	turn := atomic.Int64{}
+	var sample []*engramv1.IngestResult
+	var sampleMu sync.Mutex
+	waited := func(ctx context.Context, _ int) error {
+		res, err := b.api.Ingest(ctx, b.event(int(turn.Add(1))-1, time.Time{}), client.Wait())
+		if err != nil {
+			return err
+		}
+		if !okStatus(res.Status) {
+			return fmt.Errorf("write %s ended %s: %s", res.IdempotencyKey, res.Status, res.Reason)
+		}
+		sampleMu.Lock()
+		if len(sample) < 5 {
+			sample = append(sample, res)
+		}
+		sampleMu.Unlock()
+		return nil
+	}
+	// A few unmeasured writes first: the model, the pools and the caches warm up.
+	_ = calls(ctx, "warm-up", 2, 10, waited)
+	sample = nil
+	for _, c := range concs {
+		if writes == 0 {
+			break
+		}
+		b.steps.reset()
+		b.emb.reset()
+		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, writes)
+		s := calls(ctx, "ingest+wait", c, writes, waited)
+		table = append(table, s)
+		rep.Waited = append(rep.Waited, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls})
+		if c == 1 && s.Calls > s.Errors {
+			rep.Steps = b.steps.perWrite(s.Calls-s.Errors, s.P50, b.emb)
+			h, err := b.histories(ctx, sample)
+			if err != nil {
+				fmt.Fprintf(msgs, "reading histories: %v\n", err)
+			}
+			rep.Histories = h
+		}
+	}
+	if batchTurns > 0 {
+		fmt.Fprintf(msgs, "batch import of %d turns, %d per call …\n", batchTurns, batchSize)
+		base := time.Now().Add(-time.Duration(batchTurns+1) * time.Second).UTC().Truncate(time.Second)
+		n := (batchTurns + batchSize - 1) / batchSize
+		first := int(turn.Add(int64(batchTurns))) - batchTurns
+		var turns atomic.Int64
+		s := calls(ctx, "batch", 1, n, func(ctx context.Context, i int) error {
+			var evs []*engramv1.Event
+			for j := i * batchSize; j < (i+1)*batchSize && j < batchTurns; j++ {
+				evs = append(evs, b.event(first+j, base.Add(time.Duration(j)*time.Second)))
+			}
+			res, err := b.api.IngestBatch(ctx, evs, client.WaitFor(5*time.Minute))
+			if err != nil {
+				return err
+			}
+			for _, r := range res.Results {
+				if !okStatus(r.Status) {
+					return fmt.Errorf("batch event %s ended %s: %s", r.IdempotencyKey, r.Status, r.Reason)
+				}
+			}
+			turns.Add(int64(len(evs)))
+			return nil
+		})
+		rep.BatchTurnsPerS = float64(turns.Load()) / s.Seconds
+		s.PerSecond = rep.BatchTurnsPerS
+		rep.Batch = &s
+		table = append(table, s)
+	}
+	if acks > 0 {
+		fmt.Fprintf(msgs, "ingest without wait, 1 caller, %d writes …\n", acks)
+		s := calls(ctx, "ingest (ack)", 1, acks, func(ctx context.Context, _ int) error {
+			_, err := b.api.Ingest(ctx, b.event(int(turn.Add(1))-1, time.Time{}))
+			return err
+		})
+		rep.Ack, rep.AckP50 = &s, s.P50
+		table = append(table, s)
+		rep.AckDrained = b.drain(ctx, 3*time.Minute)
+	}
+	rep.LoadAfter = loadAvg()
+	if asJSON {
+		return writeJSON(out, rep)
+	}
+	fmt.Fprintf(out, "\nload average %s → %s\n\n", rep.LoadBefore, rep.LoadAfter)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measurement\tcallers\tcalls\terrors\tp50 ms\tp95 ms\tp99 ms\tper s\t")
+	for _, s := range table {
+		unit := "writes"
+		if s.Name == "batch" {
+			unit = "turns"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f %s\t\n", s.Name, s.Concurrency, s.Calls, s.Errors, s.P50, s.P95, s.P99, s.PerSecond, unit)
+	}
+	_ = tw.Flush()
+	for _, s := range table {
+		if s.FirstError != "" {
+			fmt.Fprintf(out, "first error of %s at %d: %s\n", s.Name, s.Concurrency, s.FirstError)
+		}
+	}
+	if rep.AckDrained != "" {
+		fmt.Fprintf(out, "after the acknowledged writes: %s\n", rep.AckDrained)
+	}
+	if rep.Steps != nil {
+		fmt.Fprintf(out, "\nwhere a single caller's write spends its time (mean ms per write; steps may overlap):\n")
+		keys := make([]string, 0, len(rep.Steps))
+		for k := range rep.Steps {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%.2f\t\n", k, rep.Steps[k])
+		}
+		_ = tw.Flush()
+	}
+	if h := rep.Histories; h != nil {
+		fmt.Fprintf(out, "\nhistory of a single caller's write (mean of %d): %.1f workflow tasks, %.1f activities, %.1f local activities, %.1f events, %.1f ms start to close\n",
+			h.Writes, h.WorkflowTasks, h.Activities, h.LocalActivities, h.Events, h.Millis)
+	}
+	return nil
+}
+
+// drain waits until none of the tenant's events is PROCESSING or RECEIVED, and says
+// how long that took.
+func (b *writeBench) drain(ctx context.Context, limit time.Duration) string {
+	start := time.Now()
+	for {
+		counts, err := b.app.Store.EventStatusCounts(ctx, b.tenant)
+		if err != nil {
+			return err.Error()
+		}
+		left := counts["PROCESSING"] + counts["RECEIVED"]
+		if left == 0 {
+			return fmt.Sprintf("every write finished %s after the last acknowledgement (%v)", time.Since(start).Round(time.Millisecond), counts)
+		}
+		if time.Since(start) > limit {
+			return fmt.Sprintf("%d writes still running after %s (%v)", left, limit, counts)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err().Error()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// historyCounts are the mean counts of a few writes' histories.
+type historyCounts struct {
+	Writes          int     `json:"writes"`
+	WorkflowTasks   float64 `json:"workflow_tasks"`
+	Activities      float64 `json:"activities"`
+	LocalActivities float64 `json:"local_activities"`
+	Events          float64 `json:"events"`
+	Millis          float64 `json:"start_to_close_ms"`
+}
+
+func (b *writeBench) histories(ctx context.Context, results []*engramv1.IngestResult) (*historyCounts, error) {
+	h := &historyCounts{}
+	for _, r := range results {
+		it := b.app.Temporal.GetWorkflowHistory(ctx, r.WorkflowId, r.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var first, last time.Time
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return nil, err
+			}
+			if first.IsZero() {
+				first = e.GetEventTime().AsTime()
+			}
+			last = e.GetEventTime().AsTime()
+			h.Events++
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				h.WorkflowTasks++
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				h.Activities++
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				h.LocalActivities++
+			}
+		}
+		h.Millis += float64(last.Sub(first).Microseconds()) / 1000
+		h.Writes++
+	}
+	if h.Writes == 0 {
+		return nil, errors.New("no write to read")
+	}
+	n := float64(h.Writes)
+	h.WorkflowTasks, h.Activities, h.LocalActivities, h.Events, h.Millis = h.WorkflowTasks/n, h.Activities/n, h.LocalActivities/n, h.Events/n, h.Millis/n
+	return h, nil
+}
+
+// stepTimer is a worker interceptor that adds up the time spent inside each
+// activity (local or not), by activity name.
+type stepTimer struct {
+	interceptor.WorkerInterceptorBase
+	mu sync.Mutex
+	d  map[string]time.Duration
+}
+
+func (s *stepTimer) reset() {
+	s.mu.Lock()
+	s.d = map[string]time.Duration{}
+	s.mu.Unlock()
+}
+
+func (s *stepTimer) add(name string, d time.Duration) {
+	s.mu.Lock()
+	if s.d == nil {
+		s.d = map[string]time.Duration{}
+	}
+	s.d[name] += d
+	s.mu.Unlock()
+}
+
+// perWrite is the mean time per write of each step and of the embedder, and the
+// rest of the median write (the API, Temporal's round trips, scheduling).
+func (s *stepTimer) perWrite(n int, p50 float64, emb *timedEmbedder) map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]float64{}
+	var sum float64
+	for k, d := range s.d {
+		v := float64(d.Microseconds()) / 1000 / float64(n)
+		out["step "+k] = v
+		sum += v
+	}
+	out["embedder (inside the steps)"] = float64(emb.total().Microseconds()) / 1000 / float64(n)
+	out["all steps"] = sum
+	out["rest of the p50 write (API, Temporal round trips, scheduling)"] = p50 - sum
+	return out
+}
+
+func (s *stepTimer) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &stepTimerActivity{root: s}
+	i.Next = next
+	return i
+}
+
+type stepTimerActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+	root *stepTimer
+}
+
+func (a *stepTimerActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	start := time.Now()
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	a.root.add(activity.GetInfo(ctx).ActivityType.Name, time.Since(start))
+	return res, err
+}
+
+// timedEmbedder adds up the time spent embedding.
+type timedEmbedder struct {
+	embedding.Embedder
+	ns atomic.Int64
+}
+
+func (t *timedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	start := time.Now()
+	defer func() { t.ns.Add(int64(time.Since(start))) }()
+	return t.Embedder.Embed(ctx, texts)
+}
+
+func (t *timedEmbedder) reset()               { t.ns.Store(0) }
+func (t *timedEmbedder) total() time.Duration { return time.Duration(t.ns.Load()) }
