@@ -23,7 +23,6 @@ import (
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/task"
 	"github.com/engramhq/engram/write"
-	"github.com/uptrace/bun/driver/pgdriver"
 )
 
 // fieldErr is INVALID_ARGUMENT naming the field, with a BadRequest detail.
@@ -66,9 +65,7 @@ func unavailable(err error) bool {
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return true
 	}
-	var pe pgdriver.Error
-	if errors.As(err, &pe) {
-		code := pe.Field('C')
+	if code := storage.SQLState(err); code != "" {
 		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 	}
 	var su *serviceerror.Unavailable

@@ -17,10 +17,15 @@ var errNoRows = sql.ErrNoRows
 // write that can never be stored fails at once with the reason instead of being
 // retried forever.
 func Permanent(err error) bool {
+	code := SQLState(err)
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "54")
+}
+
+// SQLState is the SQLSTATE of a Postgres error in err's chain ("" when none).
+func SQLState(err error) string {
 	var pe pgdriver.Error
 	if !errors.As(err, &pe) {
-		return false
+		return ""
 	}
-	code := pe.Field('C')
-	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "54")
+	return pe.Field('C')
 }

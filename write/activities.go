@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -42,6 +43,24 @@ type MemoryActivities struct {
 	Schemas   schema.Source
 	Gov       governance.Config
 	Logger    *slog.Logger
+
+	// values is Embedder behind a cache of the short value texts duplicate
+	// detection compares: Govern and Commit's re-decision ask for the same ones,
+	// and a predicate's values repeat across writes.
+	valuesOnce sync.Once
+	values     embedding.Embedder
+}
+
+const valueCacheSize = 4096
+
+func (a *MemoryActivities) valueEmbedder() embedding.Embedder {
+	a.valuesOnce.Do(func() {
+		a.values = a.Embedder
+		if c, err := embedding.NewCachedEmbedder(a.Embedder, valueCacheSize); err == nil {
+			a.values = c
+		}
+	})
+	return a.values
 }
 
 func badWriteInput(err error) error {
@@ -421,7 +440,7 @@ func (a *MemoryActivities) withSimilarity(ctx context.Context, c memory.Candidat
 	if len(idx) == 0 {
 		return nil
 	}
-	vecs, err := a.Embedder.Embed(ctx, texts)
+	vecs, err := a.valueEmbedder().Embed(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embed values for duplicate detection: %w", err)
 	}
