@@ -199,17 +199,11 @@ load again).`,
 				}
 				return nil
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			stats := r.Run(ctx, reqs, concs, warmup)
 			if asJSON {
 				rep := recallbench.NewReport(stats)
@@ -259,6 +253,23 @@ func parseConcurrency(flag string) ([]int, error) {
 		concs = append(concs, n)
 	}
 	return concs, nil
+}
+
+// startCPUProfile starts a Go CPU profile into path (none when path is empty); the
+// returned function stops it.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func writeJSON(out io.Writer, v any) error {

@@ -26,6 +26,7 @@ import (
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
 )
@@ -40,6 +41,7 @@ func benchWriteCmd() *cobra.Command {
 		batchTurns, batch  int
 		users              int
 		asJSON, keep       bool
+		cpuProfile         string
 	)
 	cmd := &cobra.Command{
 		Use:   "write",
@@ -54,7 +56,10 @@ ENGRAM_LLM_BASE_URL or ENGRAM_EMBEDDER say otherwise), and calls it as an agent 
   - a batch import of --batch-turns turns of conversation, --batch-size events per call.
 
 It prints p50/p95/p99 latency, writes/s and errors per measurement (--json: the same as
-JSON), and where a single caller's write spends its time: each step of the write path
+JSON), with the CPU each call burnt in this process, the temporal server and
+postgres; beside each, "bare temporal": the same eager start of an empty workflow
+on the same server, answered by its result (or, beside the acknowledgement, not
+waited for), which is the floor under the write figures; and where a single caller's write spends its time: each step of the write path
 (time inside the activity, local or not), the embedder, and what is left, which is the
 API, the Temporal server's round trips and the worker's scheduling. It also reads the
 history of a few writes and counts their workflow tasks and activities.
@@ -80,6 +85,11 @@ from loading (or being loaded by) others.`,
 				return err
 			}
 			defer stop()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			return b.run(cmd.Context(), cmd.OutOrStdout(), msgs, asJSON, concs, writes, acks, batchTurns, batch)
 		},
 	}
@@ -93,6 +103,7 @@ from loading (or being loaded by) others.`,
 	f.StringVar(&dbURL, "database-url", "", "database to use (default: "+benchWriteDB+" next to ENGRAM_DATABASE_URL, dropped and created afresh)")
 	f.BoolVar(&keep, "keep", false, "keep the database's content instead of starting from an empty one")
 	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measurements (API, worker and embedder: one process) to this file (go tool pprof)")
 	return cmd
 }
 
@@ -204,6 +215,38 @@ type writeStats struct {
 	PerSecond   float64 `json:"per_s"`
 	Seconds     float64 `json:"seconds"`
 	FirstError  string  `json:"first_error,omitempty"`
+	// CPU per call, in ms: this process's (API, worker, embedder) and that of the
+	// machine's temporal and postgres processes (absent when /proc is unreadable).
+	CPU *callCPU `json:"cpu_ms_per_call,omitempty"`
+}
+
+type callCPU struct {
+	Engine   float64 `json:"engine"`
+	Temporal float64 `json:"temporal"`
+	Postgres float64 `json:"postgres"`
+}
+
+// cpuReading is the CPU so far of this process and of the servers it calls.
+type cpuReading struct {
+	self    time.Duration
+	servers map[int]cpustat.Process
+	ok      bool
+}
+
+func readCPU() cpuReading {
+	servers, ok := cpustat.ByCommand("temporal", "postgres")
+	return cpuReading{self: cpustat.Self(), servers: servers, ok: ok}
+}
+
+// perCall is the CPU each of n calls burnt since r, or nil when it cannot be read.
+func (r cpuReading) perCall(n int) *callCPU {
+	z := readCPU()
+	if !r.ok || !z.ok || n == 0 {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	servers := cpustat.Since(r.servers, z.servers)
+	return &callCPU{Engine: ms(z.self - r.self), Temporal: ms(servers["temporal"]), Postgres: ms(servers["postgres"])}
 }
 
 func newWriteStats(name string, conc int, lat []time.Duration, errs int, firstErr string, wall time.Duration, done int) writeStats {
@@ -268,6 +311,7 @@ func calls(ctx context.Context, name string, conc, n int, one func(ctx context.C
 	var firstErr string
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := readCPU()
 	start := time.Now()
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
@@ -296,12 +340,19 @@ func calls(ctx context.Context, name string, conc, n int, one func(ctx context.C
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	return newWriteStats(name, conc, lat, errs, firstErr, wall, len(lat))
+	s := newWriteStats(name, conc, lat, errs, firstErr, wall, len(lat))
+	s.CPU = cpu0.perCall(len(lat) + errs)
+	return s
 }
 
 // writeReport is what --json prints.
 type writeReport struct {
-	Waited         []waitedJSON       `json:"write"`
+	Waited []waitedJSON `json:"write"`
+	// BareTemporal is the same Update-with-Start on an empty workflow, per
+	// concurrency: the Temporal server's floor under each write figure.
+	BareTemporal   []waitedJSON       `json:"bare_temporal_write"`
+	BareAck        *writeStats        `json:"bare_temporal_ack,omitempty"`
+	BareAckP50     float64            `json:"bare_temporal_ack_p50_ms,omitempty"`
 	Ack            *writeStats        `json:"ack,omitempty"`
 	AckP50         float64            `json:"ack_p50_ms,omitempty"`
 	AckDrained     string             `json:"ack_drained,omitempty"`
@@ -344,8 +395,14 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		sampleMu.Unlock()
 		return nil
 	}
+	bare, err := startBareTemporal(b.app.Temporal)
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
 	// A few unmeasured writes first: the model, the pools and the caches warm up.
 	_ = calls(ctx, "warm-up", 2, 10, waited)
+	_ = calls(ctx, "warm-up", 2, 10, bare.waited)
 	sample = nil
 	for _, c := range concs {
 		if writes == 0 {
@@ -365,6 +422,9 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 			}
 			rep.Histories = h
 		}
+		s = calls(ctx, "bare temporal", c, writes, bare.waited)
+		table = append(table, s)
+		rep.BareTemporal = append(rep.BareTemporal, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls})
 	}
 	if batchTurns > 0 {
 		fmt.Fprintf(msgs, "batch import of %d turns, %d per call …\n", batchTurns, batchSize)
@@ -403,6 +463,9 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		rep.Ack, rep.AckP50 = &s, s.P50
 		table = append(table, s)
 		rep.AckDrained = b.drain(ctx, 3*time.Minute)
+		s = calls(ctx, "bare temporal (ack)", 1, acks, bare.started)
+		rep.BareAck, rep.BareAckP50 = &s, s.P50
+		table = append(table, s)
 	}
 	rep.LoadAfter = loadAvg()
 	if asJSON {
@@ -410,13 +473,17 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 	}
 	fmt.Fprintf(out, "\nload average %s → %s\n\n", rep.LoadBefore, rep.LoadAfter)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tcallers\tcalls\terrors\tp50 ms\tp95 ms\tp99 ms\tper s\t")
+	fmt.Fprintln(tw, "measurement\tcallers\tcalls\terrors\tp50 ms\tp95 ms\tp99 ms\tper s\tCPU ms/call (engram+temporal+postgres)\t")
 	for _, s := range table {
 		unit := "writes"
 		if s.Name == "batch" {
 			unit = "turns"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f %s\t\n", s.Name, s.Concurrency, s.Calls, s.Errors, s.P50, s.P95, s.P99, s.PerSecond, unit)
+		cpu := "?"
+		if c := s.CPU; c != nil {
+			cpu = fmt.Sprintf("%.1f+%.1f+%.1f", c.Engine, c.Temporal, c.Postgres)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f %s\t%s\t\n", s.Name, s.Concurrency, s.Calls, s.Errors, s.P50, s.P95, s.P99, s.PerSecond, unit, cpu)
 	}
 	_ = tw.Flush()
 	for _, s := range table {
