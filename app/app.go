@@ -27,6 +27,7 @@ import (
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/telemetry"
+	"github.com/engramhq/engram/write"
 )
 
 // Options say what Build starts beside the store and the Temporal client.
@@ -124,7 +125,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		// A tenant's stored schemas drive query parsing as they drive extraction.
 		a.Recall = recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: cfg.DefaultSchema, Logger: log})
 		a.closers = append(a.closers, func() { a.Recall.Close() })
-		a.Deps = server.Deps{Store: a.Store, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Logger: log}
+		// Acknowledged writes are started in the background: the ack returns once the
+		// event is stored (the sweep starts any the process did not).
+		starter := write.NewStarter(a.Temporal, cfg.TaskQueue, log, write.StarterOptions{})
+		a.closers = append(a.closers, func() { starter.Close(10 * time.Second) })
+		a.Deps = server.Deps{Store: a.Store, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Starter: starter, Logger: log}
 		if a.Handlers, err = server.NewHandlers(a.Deps); err != nil {
 			return nil, err
 		}

@@ -146,7 +146,8 @@ func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em emb
 	if err != nil {
 		return nil, err
 	}
-	deps := lifecycle.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em, Schemas: schemas}
+	deps := lifecycle.Deps{Store: st, Temporal: c, Namespace: cfg.TemporalNamespace, Embedder: em, Schemas: schemas,
+		TaskQueue: cfg.TaskQueue, Write: write.MemoryWriteInput{ExtractAttempts: cfg.ExtractAttempts, ReviewTimeout: cfg.ReviewTimeout}}
 	if ts != nil {
 		// Typesense is fed from the outbox; erasure removes its documents too.
 		deps.Keyword = ts

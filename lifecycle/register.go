@@ -9,6 +9,7 @@ import (
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write"
 )
 
 // Deps are what the life-cycle activities need.
@@ -26,6 +27,10 @@ type Deps struct {
 	Embedder embedding.Embedder
 	// Schemas resolves schemas for the schema report; nil means the built-ins.
 	Schemas schema.Source
+	// TaskQueue is where the sweep starts writes that never started; Write carries
+	// their write-path settings (extract attempts, review timeout).
+	TaskQueue string
+	Write     write.MemoryWriteInput
 }
 
 // Register registers the erasure, key rotation and maintenance workflows and

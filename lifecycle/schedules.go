@@ -21,7 +21,7 @@ import (
 func registerMaintenance(w worker.Registry, d Deps) {
 	w.RegisterActivity(&MaintenanceActivities{Store: d.Store, Summariser: d.Summariser, Embedder: d.Embedder, Schemas: d.Schemas})
 	w.RegisterWorkflowWithOptions(MaintenanceSweep, workflow.RegisterOptions{Name: MaintenanceSweepName})
-	w.RegisterActivity(&SweepActivities{Store: d.Store, Temporal: d.Temporal})
+	w.RegisterActivity(&SweepActivities{Store: d.Store, Temporal: d.Temporal, TaskQueue: d.TaskQueue, Write: d.Write})
 }
 
 func registerMaintenanceWorkflows(w worker.WorkflowRegistry) {

@@ -245,13 +245,14 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, def
 		return nil, fmt.Errorf("protect content: %w", err)
 	}
 	var stored *storage.Event
+	var created bool
 	for attempt := 0; ; attempt++ {
 		if defaultTime {
 			if err := s.sameRetryTime(ctx, ev.TenantID, []*memory.IngestEvent{&ev}); err != nil {
 				return nil, err
 			}
 		}
-		stored, _, err = s.Store.InsertEvent(ctx, ev.TenantID, storage.NewEvent(ev, wfID, prot))
+		stored, created, err = s.Store.InsertEvent(ctx, ev.TenantID, storage.NewEvent(ev, wfID, prot))
 		if !errors.Is(err, storage.ErrIdempotencyConflict) || !defaultTime || attempt > 0 {
 			break
 		}
@@ -269,6 +270,16 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, def
 	in := write.MemoryWriteInput{Event: ev, ExtractAttempts: s.Config.ExtractAttempts, ReviewTimeout: s.Config.ReviewTimeout}
 	res := &engramv1.IngestResult{IdempotencyKey: ev.IdempotencyKey, WorkflowId: wfID, EventId: stored.ID, Status: engramv1.WriteStatus_WRITE_STATUS_RUNNING}
 	if !wait {
+		// The event is stored: the write is durable. A new write's workflow is
+		// started in the background when a Starter is configured (run_id stays
+		// empty; the workflow id names the write); a retry's is joined here, so it
+		// learns the run.
+		if s.Starter != nil && created {
+			if err := s.Starter.Enqueue(ctx, in); err != nil {
+				return nil, fmt.Errorf("start memory write: %w", err)
+			}
+			return res, nil
+		}
 		run, err := write.Start(ctx, s.Temporal, s.Config.TaskQueue, in)
 		if err != nil {
 			return nil, fmt.Errorf("start memory write: %w", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/engramhq/engram/gen/engram/v1/engramv1connect"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write"
 )
 
 // DefaultReadMaxBytes bounds one request message (1 MiB).
@@ -44,7 +45,10 @@ type Deps struct {
 	Config   config.Config // task queue, write-path and task defaults
 	// Recaller answers Recall; nil makes Recall UNAVAILABLE.
 	Recaller Recaller
-	Logger   *slog.Logger
+	// Starter starts acknowledged writes in the background (write.Starter); nil
+	// starts them inside the Ingest call.
+	Starter *write.Starter
+	Logger  *slog.Logger
 	// ReadMaxBytes bounds one request message (default DefaultReadMaxBytes).
 	ReadMaxBytes int
 }

@@ -37,6 +37,7 @@ type Event struct {
 	SchemaName     string             `bun:"schema_name,notnull"`
 	Content        string             `bun:"content,notnull"`
 	Payload        json.RawMessage    `bun:"payload,type:jsonb,notnull"`
+	Locator        string             `bun:"locator,notnull"`
 	Status         memory.EventStatus `bun:"status,notnull"`
 	StatusReason   string             `bun:"status_reason,notnull"`
 	WorkflowID     string             `bun:"workflow_id,notnull"`
@@ -293,7 +294,34 @@ func NewEvent(e memory.IngestEvent, workflowID string, prot ProtectedContent) *E
 		IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
 		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID,
 		EventType: e.EventType, Source: e.Source, SchemaName: e.Schema, Content: prot.EventContent,
-		Payload: e.Payload, Status: memory.EventProcessing, WorkflowID: workflowID, OccurredAt: e.OccurredAt.UTC(),
+		Payload: e.Payload, Locator: e.Locator, Status: memory.EventProcessing, WorkflowID: workflowID, OccurredAt: e.OccurredAt.UTC(),
+	}
+}
+
+// SameEvent says whether in, stored by the write path, is the stored event: the
+// same fingerprint (content protected as the write path protects it) and schema.
+func (s *Store) SameEvent(stored *Event, in memory.IngestEvent) (bool, error) {
+	prot, err := s.ProtectContent(in.Content)
+	if err != nil {
+		return false, err
+	}
+	e := NewEvent(in, stored.WorkflowID, prot)
+	if len(e.Payload) == 0 {
+		e.Payload = json.RawMessage("{}") // as InsertEvent stores it
+	}
+	return HashEventContent(e) == stored.ContentHash && e.SchemaName == stored.SchemaName, nil
+}
+
+// Ingest is the event as it was ingested, NewEvent's inverse, for starting its
+// write again: the content is the stored one (redacted when redaction is on;
+// decrypt a sealed row with DecryptEvent first), so the write path computes the
+// same fingerprint. An unredacted original kept beside the evidence is not
+// recovered: a write started from the row sees the redacted text only.
+func (e *Event) Ingest() memory.IngestEvent {
+	return memory.IngestEvent{
+		TenantID: e.TenantID, IdempotencyKey: e.IdempotencyKey, ActorType: e.ActorType, ActorID: e.ActorID, UserID: e.UserID,
+		DepartmentID: e.DepartmentID, AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, EventType: e.EventType,
+		Source: e.Source, Schema: e.SchemaName, Content: e.Content, Payload: e.Payload, Locator: e.Locator, OccurredAt: e.OccurredAt.UTC(),
 	}
 }
 

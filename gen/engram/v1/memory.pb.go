@@ -588,7 +588,8 @@ type IngestResult struct {
 	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// The write workflow (its id derives from tenant and key).
 	WorkflowId string `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	// The workflow run.
+	// The workflow run; empty in an acknowledgement (Ingest without wait), whose
+	// workflow is started in the background once the event is stored.
 	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Where the write stands.
 	Status WriteStatus `protobuf:"varint,4,opt,name=status,proto3,enum=engram.v1.WriteStatus" json:"status,omitempty"`

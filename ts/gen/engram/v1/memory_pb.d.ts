@@ -274,7 +274,8 @@ export declare type IngestResult = Message<"engram.v1.IngestResult"> & {
   workflowId: string;
 
   /**
-   * The workflow run.
+   * The workflow run; empty in an acknowledgement (Ingest without wait), whose
+   * workflow is started in the background once the event is stored.
    *
    * @generated from field: string run_id = 3;
    */
