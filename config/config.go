@@ -7,6 +7,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -23,6 +24,11 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TaskQueue         string
+	// TemporalGzip compresses the gRPC requests to Temporal
+	// (ENGRAM_TEMPORAL_COMPRESSION: auto, gzip or none). auto, the default, is gzip
+	// except for a server on this machine (a loopback address or localhost), where
+	// compressing costs both processes CPU and saves nothing.
+	TemporalGzip bool
 
 	// LLM: any OpenAI-compatible endpoint. Empty BaseURL means the offline rule
 	// extractor.
@@ -170,6 +176,14 @@ func FromEnv() (Config, error) {
 			}
 		}
 	}
+	switch v := env("ENGRAM_TEMPORAL_COMPRESSION", "auto"); v {
+	case "auto":
+		c.TemporalGzip = !loopback(c.TemporalAddress)
+	case "gzip", "none":
+		c.TemporalGzip = v == "gzip"
+	default:
+		return c, fmt.Errorf("ENGRAM_TEMPORAL_COMPRESSION: %q must be auto, gzip or none", v)
+	}
 	if v := os.Getenv("ENGRAM_WORKFLOW_CACHE"); v != "" {
 		if c.WorkflowCache, err = strconv.Atoi(v); err != nil || c.WorkflowCache < 1 {
 			return c, fmt.Errorf("ENGRAM_WORKFLOW_CACHE: %q must be a positive integer", v)
@@ -288,6 +302,19 @@ func maintenanceFromEnv() (Maintenance, error) {
 		return c, fmt.Errorf("ENGRAM_MAINT_DECAY_FACTOR: %.3f must be between 0 and 1 (exclusive)", c.DecayFactor)
 	}
 	return c, nil
+}
+
+// loopback says whether a host:port names this machine.
+func loopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = hostPort
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func env(name, def string) string {

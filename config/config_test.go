@@ -1,0 +1,35 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gRPC compression to Temporal: auto compresses only when the server is elsewhere;
+// a bad value is refused with the variable's name.
+func TestTemporalCompression(t *testing.T) {
+	for _, c := range []struct {
+		addr, mode string
+		gzip       bool
+	}{
+		{"127.0.0.1:7233", "auto", false},
+		{"localhost:7233", "auto", false},
+		{"[::1]:7233", "auto", false},
+		{"temporal.internal:7233", "auto", true},
+		{"10.0.0.5:7233", "auto", true},
+		{"127.0.0.1:7233", "gzip", true},
+		{"10.0.0.5:7233", "none", false},
+	} {
+		t.Setenv("TEMPORAL_ADDRESS", c.addr)
+		t.Setenv("ENGRAM_TEMPORAL_COMPRESSION", c.mode)
+		cfg, err := FromEnv()
+		require.NoError(t, err)
+		assert.Equal(t, c.gzip, cfg.TemporalGzip, "%s %s", c.addr, c.mode)
+	}
+	t.Setenv("ENGRAM_TEMPORAL_COMPRESSION", "zstd")
+	_, err := FromEnv()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ENGRAM_TEMPORAL_COMPRESSION")
+}
