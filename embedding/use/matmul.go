@@ -25,6 +25,12 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 	if len(a) < m*k || len(bt) < n*k || len(c) < m*n {
 		panic("use: matmul operands shorter than their shapes")
 	}
+	// The SIMD kernels take k in steps of 8: zero columns make up the rest (attention
+	// over a sentence multiplies by k = its token count).
+	if useSIMD && k%8 != 0 {
+		kp := (k + 7) &^ 7
+		a, bt, k = padK(m, k, kp, a), padK(n, k, kp, bt), kp
+	}
 	const tile = 32
 	tiles := (n + tile - 1) / tile
 	workers := runtime.GOMAXPROCS(0)
@@ -65,7 +71,7 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 
 // matmulBlock computes columns [j0, j1) of c = a·btᵀ.
 func matmulBlock(m, n, k int, a, bt, c []float32, j0, j1 int) {
-	if useSIMD && k >= 8 {
+	if useSIMD {
 		matmulBlockSIMD(m, n, k, a, bt, c, j0, j1)
 		return
 	}
@@ -150,30 +156,17 @@ func transpose2D(r, c int, x []float32) []float32 {
 	return out
 }
 
-// matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels doing the first k&^7
-// terms of every dot product and Go the rest.
+// matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels; k is a multiple of 8
+// (matmulNT pads it). Rows go four at a time against two columns; the rows left over
+// (a single sentence has few tokens, so they are a large share) go one at a time
+// against four columns.
 func matmulBlockSIMD(m, n, k int, a, bt, c []float32, j0, j1 int) {
-	k8 := k &^ 7
 	var out [8]float32
-	tail := func(i, j int) float32 {
-		var s float32
-		for p := k8; p < k; p++ {
-			s += a[i*k+p] * bt[j*k+p]
-		}
-		return s
-	}
 	i := 0
 	for ; i+4 <= m; i += 4 {
 		j := j0
 		for ; j+2 <= j1; j += 2 {
-			dot4x2AVX(&a[i*k], k, &bt[j*k], k, k8, &out)
-			if k8 < k {
-				for r := range 4 {
-					for q := range 2 {
-						out[2*r+q] += tail(i+r, j+q)
-					}
-				}
-			}
+			dot4x2AVX(&a[i*k], k, &bt[j*k], k, k, &out)
 			c[i*n+j], c[i*n+j+1] = out[0], out[1]
 			c[(i+1)*n+j], c[(i+1)*n+j+1] = out[2], out[3]
 			c[(i+2)*n+j], c[(i+2)*n+j+1] = out[4], out[5]
@@ -181,13 +174,28 @@ func matmulBlockSIMD(m, n, k int, a, bt, c []float32, j0, j1 int) {
 		}
 		for ; j < j1; j++ {
 			for r := range 4 {
-				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &bt[j*k], k8) + tail(i+r, j)
+				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &bt[j*k], k)
 			}
 		}
 	}
+	out4 := (*[4]float32)(out[:4])
 	for ; i < m; i++ {
-		for j := j0; j < j1; j++ {
-			c[i*n+j] = dot1AVX(&a[i*k], &bt[j*k], k8) + tail(i, j)
+		j := j0
+		for ; j+4 <= j1; j += 4 {
+			dot1x4AVX(&a[i*k], &bt[j*k], k, k, out4)
+			copy(c[i*n+j:i*n+j+4], out4[:])
+		}
+		for ; j < j1; j++ {
+			c[i*n+j] = dot1AVX(&a[i*k], &bt[j*k], k)
 		}
 	}
+}
+
+// padK returns the rows×k matrix x with its rows widened to kp ≥ k by zeros.
+func padK(rows, k, kp int, x []float32) []float32 {
+	out := make([]float32, rows*kp)
+	for r := range rows {
+		copy(out[r*kp:r*kp+k], x[r*k:r*k+k])
+	}
+	return out
 }

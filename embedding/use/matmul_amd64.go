@@ -12,3 +12,6 @@ func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
 
 //go:noescape
 func dot1AVX(a, b *float32, k int) float32
+
+//go:noescape
+func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32)

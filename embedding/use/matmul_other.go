@@ -10,3 +10,7 @@ func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
 }
 
 func dot1AVX(a, b *float32, k int) float32 { panic("use: no SIMD kernel on this platform") }
+
+func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32) {
+	panic("use: no SIMD kernel on this platform")
+}
