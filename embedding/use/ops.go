@@ -19,20 +19,20 @@ var ops map[string]opFunc
 
 func init() {
 	ops = map[string]opFunc{
-		"Add":           arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
-		"AddV2":         arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
-		"Sub":           arith(func(x, y float32) float32 { return x - y }, func(x, y int32) int32 { return x - y }),
-		"Mul":           arith(func(x, y float32) float32 { return x * y }, func(x, y int32) int32 { return x * y }),
-		"RealDiv":       arith(func(x, y float32) float32 { return x / y }, nil),
-		"Maximum":       arith(func(x, y float32) float32 { return max(x, y) }, func(x, y int32) int32 { return max(x, y) }),
-		"Less":          compare(func(x, y float32) bool { return x < y }, func(x, y int32) bool { return x < y }),
-		"Greater":       compare(func(x, y float32) bool { return x > y }, func(x, y int32) bool { return x > y }),
-		"Square":        unary(func(x float32) float32 { return x * x }),
-		"Rsqrt":         unary(func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }),
-		"Sin":           unary(func(x float32) float32 { return float32(math.Sin(float64(x))) }),
-		"Cos":           unary(func(x float32) float32 { return float32(math.Cos(float64(x))) }),
-		"Tanh":          unary(func(x float32) float32 { return float32(math.Tanh(float64(x))) }),
-		"Relu":          unary(func(x float32) float32 { return max(x, 0) }),
+		"Add":           arith(binAdd),
+		"AddV2":         arith(binAdd),
+		"Sub":           arith(binSub),
+		"Mul":           arith(binMul),
+		"RealDiv":       arith(binDiv),
+		"Maximum":       arith(binMax),
+		"Less":          arith(binLess),
+		"Greater":       arith(binGreater),
+		"Square":        unary(unSquare),
+		"Rsqrt":         unary(unRsqrt),
+		"Sin":           unary(unSin),
+		"Cos":           unary(unCos),
+		"Tanh":          unary(unTanh),
+		"Relu":          unary(unRelu),
 		"Sum":           reduction(reduceSum),
 		"Mean":          reduction(reduceMean),
 		"Max":           reduction(reduceMax),
@@ -117,86 +117,125 @@ func bstrides(shape, out []int) []int {
 	return r
 }
 
-// bcast applies f elementwise with broadcasting.
-func bcast[T, R any](a []T, as []int, b []T, bs []int, f func(T, T) R) ([]R, []int, error) {
+// binOp is an elementwise binary op. Ops are selected by a switch around whole rows
+// rather than passed as functions: a call per element cost more than the arithmetic.
+type binOp uint8
+
+const (
+	binAdd binOp = iota
+	binSub
+	binMul
+	binDiv
+	binMax
+	binLess
+	binGreater
+)
+
+// compares reports whether op yields bools.
+func (op binOp) compares() bool { return op == binLess || op == binGreater }
+
+// arithRow sets dst[j] = x[j] op y[j] for an arithmetic op.
+func arithRow[T int32 | float32](op binOp, dst, x, y []T) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	switch op {
+	case binAdd:
+		for j := range dst {
+			dst[j] = x[j] + y[j]
+		}
+	case binSub:
+		for j := range dst {
+			dst[j] = x[j] - y[j]
+		}
+	case binMul:
+		for j := range dst {
+			dst[j] = x[j] * y[j]
+		}
+	case binDiv:
+		for j := range dst {
+			dst[j] = x[j] / y[j]
+		}
+	case binMax:
+		for j := range dst {
+			dst[j] = max(x[j], y[j])
+		}
+	}
+}
+
+// compareRow sets dst[j] = x[j] op y[j] for a comparison.
+func compareRow[T int32 | float32](op binOp, dst []bool, x, y []T) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	switch op {
+	case binLess:
+		for j := range dst {
+			dst[j] = x[j] < y[j]
+		}
+	case binGreater:
+		for j := range dst {
+			dst[j] = x[j] > y[j]
+		}
+	}
+}
+
+// bcast applies row to a and b with NumPy broadcasting: row(dst, x, y) computes one
+// run of the output from equally long runs of the operands. Operands that match the
+// output take one call; otherwise the output goes a row (last axis) at a time, and an
+// operand broadcast along that axis is spread over a scratch row first.
+func bcast[T, R any](a []T, as []int, b []T, bs []int, row func(dst []R, x, y []T)) ([]R, []int, error) {
 	out, err := broadcastShape(as, bs)
 	if err != nil {
 		return nil, nil, err
 	}
 	n := numElements(out)
 	res := make([]R, n)
-	switch {
-	case len(a) == n && len(b) == n:
-		b = b[:len(a)]
-		for k, x := range a {
-			res[k] = f(x, b[k])
+	if n == 0 {
+		return res, out, nil
+	}
+	if len(a) == n && len(b) == n {
+		row(res, a, b)
+		return res, out, nil
+	}
+	r := len(out)
+	inner := out[r-1]
+	sa, sb := bstrides(as, out), bstrides(bs, out)
+	// An operand of one element spreads over the whole output at once.
+	if len(a) == n && len(b) == 1 || len(a) == 1 && len(b) == n {
+		inner, r, sa, sb = n, 1, []int{min(len(a)-1, 1)}, []int{min(len(b)-1, 1)}
+	}
+	var spreadA, spreadB []T
+	if sa[r-1] == 0 {
+		spreadA = make([]T, inner)
+	}
+	if sb[r-1] == 0 {
+		spreadB = make([]T, inner)
+	}
+	idx := make([]int, r-1)
+	for o := 0; o < n; o += inner {
+		pa, pb := 0, 0
+		for k, v := range idx {
+			pa += v * sa[k]
+			pb += v * sb[k]
 		}
-	case len(b) == 1 && len(a) == n:
-		y := b[0]
-		for k, x := range a {
-			res[k] = f(x, y)
-		}
-	case len(a) == 1 && len(b) == n:
-		x := a[0]
-		for k, y := range b {
-			res[k] = f(x, y)
-		}
-	case n == 0:
-	default:
-		r := len(out)
-		sa, sb := bstrides(as, out), bstrides(bs, out)
-		inner := out[r-1]
-		ia, ib := sa[r-1], sb[r-1]
-		idx := make([]int, r-1)
-		for o := 0; o < n; o += inner {
-			pa, pb := 0, 0
-			for k, v := range idx {
-				pa += v * sa[k]
-				pb += v * sb[k]
-			}
-			for j := range inner {
-				res[o+j] = f(a[pa+j*ia], b[pb+j*ib])
-			}
-			for k := r - 2; k >= 0; k-- {
-				idx[k]++
-				if idx[k] < out[k] {
-					break
-				}
-				idx[k] = 0
-			}
-		}
+		row(res[o:o+inner], spreadRow(a, pa, spreadA, inner), spreadRow(b, pb, spreadB, inner))
+		nextIndex(idx, out)
 	}
 	return res, out, nil
 }
 
-func arith(ff func(x, y float32) float32, fi func(x, y int32) int32) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
-		if err := wantInputs(in, 2); err != nil {
-			return nil, err
-		}
-		a, b := in[0], in[1]
-		if a.dt != b.dt {
-			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
-		}
-		switch {
-		case a.dt == dtFloat:
-			r, shape, err := bcast(a.f, a.shape, b.f, b.shape, ff)
-			if err != nil {
-				return nil, err
-			}
-			return one(floatTensor(shape, r)), nil
-		case a.dt == dtInt && fi != nil:
-			r, shape, err := bcast(a.i, a.shape, b.i, b.shape, fi)
-			if err != nil {
-				return nil, err
-			}
-			return one(intTensor(shape, r)), nil
-		}
-		return nil, fmt.Errorf("unsupported operand type %s", a.dt)
+// spreadRow returns the inner elements of x from p, or, when spread is not nil (x is
+// broadcast along the row), spread filled with x[p].
+func spreadRow[T any](x []T, p int, spread []T, inner int) []T {
+	if spread == nil {
+		return x[p : p+inner]
 	}
+	v := x[p]
+	for j := range spread {
+		spread[j] = v
+	}
+	return spread
 }
 
-func compare(ff func(x, y float32) bool, fi func(x, y int32) bool) opFunc {
+// arith runs a binary op on float or int operands, with broadcasting.
+func arith(op binOp) opFunc {
 	return func(n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
 			return nil, err
@@ -205,25 +244,50 @@ func compare(ff func(x, y float32) bool, fi func(x, y int32) bool) opFunc {
 		if a.dt != b.dt {
 			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
 		}
-		var r []bool
-		var shape []int
+		var t *tensor
 		var err error
-		switch a.dt {
-		case dtFloat:
-			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, ff)
-		case dtInt:
-			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, fi)
+		switch {
+		case op.compares() && a.dt == dtFloat:
+			t, err = boolResult(bcast(a.f, a.shape, b.f, b.shape, func(d []bool, x, y []float32) { compareRow(op, d, x, y) }))
+		case op.compares() && a.dt == dtInt:
+			t, err = boolResult(bcast(a.i, a.shape, b.i, b.shape, func(d []bool, x, y []int32) { compareRow(op, d, x, y) }))
+		case a.dt == dtFloat:
+			var r []float32
+			var shape []int
+			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, func(d, x, y []float32) { arithRow(op, d, x, y) })
+			t = floatTensor(shape, r)
+		case a.dt == dtInt && op != binDiv:
+			var r []int32
+			var shape []int
+			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, func(d, x, y []int32) { arithRow(op, d, x, y) })
+			t = intTensor(shape, r)
 		default:
-			err = fmt.Errorf("unsupported operand type %s", a.dt)
+			return nil, fmt.Errorf("unsupported operand type %s", a.dt)
 		}
 		if err != nil {
 			return nil, err
 		}
-		return one(&tensor{dt: dtBool, shape: shape, b: r}), nil
+		return one(t), nil
 	}
 }
 
-func unary(f func(float32) float32) opFunc {
+func boolResult(r []bool, shape []int, err error) (*tensor, error) {
+	return &tensor{dt: dtBool, shape: shape, b: r}, err
+}
+
+// unOp is an elementwise unary op on floats.
+type unOp uint8
+
+const (
+	unSquare unOp = iota
+	unRsqrt
+	unSin
+	unCos
+	unTanh
+	unRelu
+)
+
+func unary(op unOp) opFunc {
 	return func(n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 1); err != nil {
 			return nil, err
@@ -231,9 +295,33 @@ func unary(f func(float32) float32) opFunc {
 		if err := wantFloat(in[0]); err != nil {
 			return nil, err
 		}
-		out := make([]float32, len(in[0].f))
-		for k, x := range in[0].f {
-			out[k] = f(x)
+		x := in[0].f
+		out := make([]float32, len(x))
+		switch op {
+		case unSquare:
+			for k, v := range x {
+				out[k] = v * v
+			}
+		case unRsqrt:
+			for k, v := range x {
+				out[k] = float32(1 / math.Sqrt(float64(v)))
+			}
+		case unSin:
+			for k, v := range x {
+				out[k] = float32(math.Sin(float64(v)))
+			}
+		case unCos:
+			for k, v := range x {
+				out[k] = float32(math.Cos(float64(v)))
+			}
+		case unTanh:
+			for k, v := range x {
+				out[k] = float32(math.Tanh(float64(v)))
+			}
+		case unRelu:
+			for k, v := range x {
+				out[k] = max(v, 0)
+			}
 		}
 		return one(floatTensor(slices.Clone(in[0].shape), out)), nil
 	}
@@ -299,6 +387,9 @@ const (
 	reduceProd
 )
 
+// reduction reduces over the axes in in[1], one axis at a time: each pass is a sum
+// (or max, or product) of contiguous rows, with no per-element index arithmetic.
+// Values accumulate in float64.
 func reduction(kind reduceKind) opFunc {
 	return func(n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
@@ -318,70 +409,37 @@ func reduction(kind reduceKind) opFunc {
 			}
 			reduced[a] = true
 		}
+		vals := make([]float64, x.size())
+		switch x.dt {
+		case dtFloat:
+			for k, v := range x.f {
+				vals[k] = float64(v)
+			}
+		case dtInt:
+			for k, v := range x.i {
+				vals[k] = float64(v)
+			}
+		default:
+			return nil, fmt.Errorf("cannot reduce %s", x)
+		}
 		keep := n.bool("keep_dims")
-		var outShape, keptShape []int
+		outShape := []int{}
+		shape := slices.Clone(x.shape)
 		count := 1
 		for k, d := range x.shape {
-			if reduced[k] {
-				count *= d
-				if keep {
-					outShape = append(outShape, 1)
-				}
-				keptShape = append(keptShape, 1)
-			} else {
+			if !reduced[k] {
 				outShape = append(outShape, d)
-				keptShape = append(keptShape, d)
+				continue
 			}
-		}
-		if outShape == nil {
-			outShape = []int{}
-		}
-		m := numElements(keptShape)
-		ostr := bstrides(keptShape, x.shape)
-		acc := make([]float64, m)
-		switch kind {
-		case reduceMax:
-			for k := range acc {
-				acc[k] = math.Inf(-1)
+			if keep {
+				outShape = append(outShape, 1)
 			}
-		case reduceProd:
-			for k := range acc {
-				acc[k] = 1
-			}
-		}
-		idx := make([]int, r)
-		for e := range x.size() {
-			o := 0
-			for k, v := range idx {
-				o += v * ostr[k]
-			}
-			var v float64
-			switch x.dt {
-			case dtFloat:
-				v = float64(x.f[e])
-			case dtInt:
-				v = float64(x.i[e])
-			default:
-				return nil, fmt.Errorf("cannot reduce %s", x)
-			}
-			switch kind {
-			case reduceSum, reduceMean:
-				acc[o] += v
-			case reduceMax:
-				acc[o] = max(acc[o], v)
-			case reduceProd:
-				acc[o] *= v
-			}
-			for k := r - 1; k >= 0; k-- {
-				idx[k]++
-				if idx[k] < x.shape[k] {
-					break
-				}
-				idx[k] = 0
-			}
+			count *= d
+			vals = reduceAxis(kind, vals, numElements(shape[:k]), d, numElements(shape[k+1:]))
+			shape[k] = 1
 		}
 		out := newTensor(x.dt, outShape)
-		for k, v := range acc {
+		for k, v := range vals {
 			if kind == reduceMean {
 				if x.dt == dtInt {
 					v = math.Trunc(v / float64(count))
@@ -397,6 +455,67 @@ func reduction(kind reduceKind) opFunc {
 		}
 		return one(out), nil
 	}
+}
+
+// reduceAxis reduces the middle axis of vals seen as outer×d×inner.
+func reduceAxis(kind reduceKind, vals []float64, outer, d, inner int) []float64 {
+	acc := make([]float64, outer*inner)
+	switch kind {
+	case reduceMax:
+		for k := range acc {
+			acc[k] = math.Inf(-1)
+		}
+	case reduceProd:
+		for k := range acc {
+			acc[k] = 1
+		}
+	}
+	if inner == 1 { // the last axis: each output folds one contiguous run
+		for o := range acc {
+			acc[o] = fold(kind, acc[o], vals[o*d:o*d+d])
+		}
+		return acc
+	}
+	for o := range outer {
+		dst := acc[o*inner : o*inner+inner]
+		for p := range d {
+			src := vals[(o*d+p)*inner:][:len(dst)]
+			switch kind {
+			case reduceSum, reduceMean:
+				for j, v := range src {
+					dst[j] += v
+				}
+			case reduceMax:
+				for j, v := range src {
+					dst[j] = max(dst[j], v)
+				}
+			case reduceProd:
+				for j, v := range src {
+					dst[j] *= v
+				}
+			}
+		}
+	}
+	return acc
+}
+
+// fold combines the values xs into acc.
+func fold(kind reduceKind, acc float64, xs []float64) float64 {
+	switch kind {
+	case reduceSum, reduceMean:
+		for _, v := range xs {
+			acc += v
+		}
+	case reduceMax:
+		for _, v := range xs {
+			acc = max(acc, v)
+		}
+	case reduceProd:
+		for _, v := range xs {
+			acc *= v
+		}
+	}
+	return acc
 }
 
 func opShape(n *node, in []*tensor) ([]*tensor, error) {
@@ -564,29 +683,64 @@ func opConcat(n *node, in []*tensor) ([]*tensor, error) {
 // gatherStrided copies the elements of x at begin + i*step for every index i of
 // shape into a new tensor of that shape.
 func gatherStrided(x *tensor, shape, begin, step []int) *tensor {
+	xs := strides(x.shape)
+	base := 0
+	str := make([]int, len(shape))
+	for k := range shape {
+		base += begin[k] * xs[k]
+		str[k] = step[k] * xs[k]
+	}
+	return gatherRows(x, shape, base, str)
+}
+
+// gatherRows returns the tensor of shape whose element i is x[base + Σ i[k]*str[k]]:
+// slices, splits and transposes. It goes a row (last axis) at a time, copying rows
+// that are contiguous in x.
+func gatherRows(x *tensor, shape []int, base int, str []int) *tensor {
 	out := newTensor(x.dt, shape)
 	n := out.size()
 	if n == 0 {
 		return out
 	}
-	xs := strides(x.shape)
 	r := len(shape)
-	idx := make([]int, r)
-	for e := range n {
-		src := 0
+	if r == 0 {
+		copyElem(out, 0, x, base)
+		return out
+	}
+	inner, is := shape[r-1], str[r-1]
+	idx := make([]int, r-1)
+	for o := 0; o < n; o += inner {
+		src := base
 		for k, v := range idx {
-			src += (begin[k] + v*step[k]) * xs[k]
+			src += v * str[k]
 		}
-		copyElem(out, e, x, src)
-		for k := r - 1; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < shape[k] {
-				break
+		switch {
+		case is == 1:
+			copyRange(out, o, x, src, inner)
+		case x.dt == dtFloat:
+			dst := out.f[o : o+inner]
+			for j := range dst {
+				dst[j] = x.f[src+j*is]
 			}
-			idx[k] = 0
+		default:
+			for j := range inner {
+				copyElem(out, o+j, x, src+j*is)
+			}
 		}
+		nextIndex(idx, shape)
 	}
 	return out
+}
+
+// nextIndex advances idx, a row-major index into shape (or its leading dimensions).
+func nextIndex(idx, shape []int) {
+	for k := len(idx) - 1; k >= 0; k-- {
+		idx[k]++
+		if idx[k] < shape[k] {
+			return
+		}
+		idx[k] = 0
+	}
 }
 
 func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
@@ -784,38 +938,7 @@ func transpose(x *tensor, perm []int) (*tensor, error) {
 		shape[k] = x.shape[p]
 		ps[k] = xs[p]
 	}
-	out := newTensor(x.dt, shape)
-	n := out.size()
-	if n == 0 {
-		return out, nil
-	}
-	inner := shape[r-1]
-	is := ps[r-1]
-	idx := make([]int, r-1)
-	for o := 0; o < n; o += inner {
-		src := 0
-		for k, v := range idx {
-			src += v * ps[k]
-		}
-		if x.dt == dtFloat {
-			dst := out.f[o : o+inner]
-			for j := range dst {
-				dst[j] = x.f[src+j*is]
-			}
-		} else {
-			for j := range inner {
-				copyElem(out, o+j, x, src+j*is)
-			}
-		}
-		for k := r - 2; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < shape[k] {
-				break
-			}
-			idx[k] = 0
-		}
-	}
-	return out, nil
+	return gatherRows(x, shape, 0, ps), nil
 }
 
 func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
@@ -1004,13 +1127,7 @@ func opWhere(n *node, in []*tensor) ([]*tensor, error) {
 			}
 			cnt++
 		}
-		for k := r - 1; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < x.shape[k] {
-				break
-			}
-			idx[k] = 0
-		}
+		nextIndex(idx, x.shape)
 	}
 	if coords == nil {
 		coords = []int32{}
