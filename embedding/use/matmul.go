@@ -7,13 +7,12 @@ import (
 
 // matmulNT computes c = a·btᵀ for row-major a (m×k), bt (n×k) and c (m×n), overwriting
 // c. Taking the right operand transposed makes every inner loop a dot product of two
-// contiguous rows; weights are transposed once at load.
+// contiguous rows; weights are transposed once at load. bt is single precision, or
+// half precision for weights (see graph.pretranspose); a and c are always single.
 //
-// The kernel computes 4×2 blocks of c with eight scalar accumulators, which keeps the
-// operands in registers on amd64 without assembly. Columns are processed in tiles so
-// a tile of bt stays in cache while every row block of a passes over it; large
-// products split their tiles across GOMAXPROCS goroutines.
-func matmulNT(m, n, k int, a, bt, c []float32) {
+// Columns are processed in tiles so a tile of bt stays in cache while every row block
+// of a passes over it; large products split their tiles across GOMAXPROCS goroutines.
+func matmulNT[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -41,11 +40,12 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 	// Rows go in blocks small enough to stay in cache while the tiles of bt pass.
 	rowBlock := max(4, (32<<10)/(4*k)&^3)
 	run := func(t0, t1 int) {
+		var scratch []float32
 		for i0 := 0; i0 < m; i0 += rowBlock {
 			i1 := min(i0+rowBlock, m)
 			for t := t0; t < t1; t++ {
 				j0 := t * tile
-				matmulBlock(i1-i0, n, k, a[i0*k:], bt, c[i0*n:], j0, min(j0+tile, n))
+				scratch = matmulBlock(i1-i0, n, k, a[i0*k:], bt, c[i0*n:], j0, min(j0+tile, n), scratch)
 			}
 		}
 	}
@@ -69,12 +69,42 @@ func matmulNT(m, n, k int, a, bt, c []float32) {
 	wg.Wait()
 }
 
-// matmulBlock computes columns [j0, j1) of c = a·btᵀ.
-func matmulBlock(m, n, k int, a, bt, c []float32, j0, j1 int) {
+// matmulBlock computes columns [j0, j1) of c = a·btᵀ: with the SIMD kernels, or with
+// the portable one on those rows of bt in single precision (converted into scratch,
+// which it returns for the next block).
+func matmulBlock[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32, j0, j1 int, scratch []float32) []float32 {
 	if useSIMD {
 		matmulBlockSIMD(m, n, k, a, bt, c, j0, j1)
-		return
+		return scratch
 	}
+	rows, scratch := singleRows(bt[j0*k:j1*k], scratch)
+	matmulBlockGo(m, n, k, a, rows, c[j0:], 0, j1-j0)
+	return scratch
+}
+
+// singleRows returns x in single precision: x itself, or x converted into scratch
+// (grown as needed, and returned for reuse).
+func singleRows[B float32 | uint16](x []B, scratch []float32) (rows, grown []float32) {
+	switch x := any(x).(type) {
+	case []float32:
+		return x, scratch
+	case []uint16:
+		if cap(scratch) < len(x) {
+			scratch = make([]float32, len(x))
+		}
+		rows = scratch[:len(x)]
+		for i, h := range x {
+			rows[i] = halfToFloat(h)
+		}
+		return rows, scratch
+	}
+	panic("unreachable")
+}
+
+// matmulBlockGo is the portable kernel: columns [j0, j1) of c = a·btᵀ in 4×2 blocks
+// with eight scalar accumulators, which keeps the operands in registers on amd64
+// without assembly.
+func matmulBlockGo(m, n, k int, a, bt, c []float32, j0, j1 int) {
 	i := 0
 	for ; i+4 <= m; i += 4 {
 		a0 := a[i*k : i*k+k]
@@ -159,41 +189,65 @@ func transpose2D(r, c int, x []float32) []float32 {
 // matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels; k is a multiple of 8
 // (matmulNT pads it). Rows go four at a time against two columns; the rows left over
 // (a single sentence has few tokens, so they are a large share) go one at a time
-// against four columns.
-func matmulBlockSIMD(m, n, k int, a, bt, c []float32, j0, j1 int) {
+// against four columns; a column left over after that goes alone.
+func matmulBlockSIMD[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32, j0, j1 int) {
 	var out [8]float32
+	out4 := (*[4]float32)(out[:4])
+	var lone []float32 // a column left over, in single precision
 	i := 0
 	for ; i+4 <= m; i += 4 {
 		j := j0
 		for ; j+2 <= j1; j += 2 {
-			dot4x2AVX(&a[i*k], k, &bt[j*k], k, k, &out)
+			dot4x2(&a[i*k], k, &bt[j*k], k, k, &out)
 			c[i*n+j], c[i*n+j+1] = out[0], out[1]
 			c[(i+1)*n+j], c[(i+1)*n+j+1] = out[2], out[3]
 			c[(i+2)*n+j], c[(i+2)*n+j+1] = out[4], out[5]
 			c[(i+3)*n+j], c[(i+3)*n+j+1] = out[6], out[7]
 		}
 		for ; j < j1; j++ {
+			var b []float32
+			b, lone = singleRows(bt[j*k:j*k+k], lone)
 			for r := range 4 {
-				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &bt[j*k], k)
+				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &b[0], k)
 			}
 		}
 	}
-	out4 := (*[4]float32)(out[:4])
 	for ; i < m; i++ {
 		j := j0
 		for ; j+4 <= j1; j += 4 {
-			dot1x4AVX(&a[i*k], &bt[j*k], k, k, out4)
+			dot1x4(&a[i*k], &bt[j*k], k, k, out4)
 			copy(c[i*n+j:i*n+j+4], out4[:])
 		}
 		for ; j < j1; j++ {
-			c[i*n+j] = dot1AVX(&a[i*k], &bt[j*k], k)
+			var b []float32
+			b, lone = singleRows(bt[j*k:j*k+k], lone)
+			c[i*n+j] = dot1AVX(&a[i*k], &b[0], k)
 		}
 	}
 }
 
+// dot4x2 and dot1x4 pick the kernel for the precision of b.
+func dot4x2[B float32 | uint16](a *float32, lda int, b *B, ldb, k int, out *[8]float32) {
+	switch b := any(b).(type) {
+	case *float32:
+		dot4x2AVX(a, lda, b, ldb, k, out)
+	case *uint16:
+		dot4x2F16(a, lda, b, ldb, k, out)
+	}
+}
+
+func dot1x4[B float32 | uint16](a *float32, b *B, ldb, k int, out *[4]float32) {
+	switch b := any(b).(type) {
+	case *float32:
+		dot1x4AVX(a, b, ldb, k, out)
+	case *uint16:
+		dot1x4F16(a, b, ldb, k, out)
+	}
+}
+
 // padK returns the rows×k matrix x with its rows widened to kp ≥ k by zeros.
-func padK(rows, k, kp int, x []float32) []float32 {
-	out := make([]float32, rows*kp)
+func padK[T float32 | uint16](rows, k, kp int, x []T) []T {
+	out := make([]T, rows*kp)
 	for r := range rows {
 		copy(out[r*kp:r*kp+k], x[r*k:r*k+k])
 	}

@@ -4,14 +4,22 @@ package use
 
 import "golang.org/x/sys/cpu"
 
-// useSIMD selects the AVX2/FMA kernels (matmul_amd64.s) where the CPU has them.
-var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// useSIMD selects the AVX2/FMA/F16C kernels (matmul_amd64.s) where the CPU has them.
+var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && hasF16C()
+
+func hasF16C() bool
 
 //go:noescape
 func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
 
 //go:noescape
-func dot1AVX(a, b *float32, k int) float32
+func dot4x2F16(a *float32, lda int, b *uint16, ldb int, k int, out *[8]float32)
 
 //go:noescape
 func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32)
+
+//go:noescape
+func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
+
+//go:noescape
+func dot1AVX(a, b *float32, k int) float32

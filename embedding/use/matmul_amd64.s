@@ -2,6 +2,20 @@
 
 #include "textflag.h"
 
+// The kernels come in two kinds that differ only in how they load the right operand
+// b: single precision (VMOVUPS) or half precision (VCVTPH2PS, for the weights, which
+// halves the bytes streamed from memory: a single sentence's products are bound by
+// that, not by arithmetic). Each body is a macro over LOADB and the byte size of eight
+// b elements. AX counts elements of k, so a is addressed (AX*4) and b (AX*BSCALE).
+
+// PFD is how far ahead (bytes of b) the 4×2 kernel prefetches: one 512-wide row of
+// b in single precision, that is into the rows the next call reads.
+#define PFD 2048
+
+// LOADF32 and LOADF16 load eight elements of b at element AX of base+off into Y.
+#define LOADF32(off, base, Y) VMOVUPS off(base)(AX*4), Y
+#define LOADF16(off, base, Y) VCVTPH2PS off(base)(AX*2), Y
+
 // HSUM stores the sum of the eight lanes of accumulator Y (X is its lower half) at
 // dst. Clobbers X14.
 #define HSUM(Y, X, dst) \
@@ -10,6 +24,38 @@
 	VHADDPS      X, X, X;    \
 	VHADDPS      X, X, X;    \
 	VMOVSS       X, dst
+
+// HSUM0TO3 and HSUM4TO7 store the sums of accumulators Y0-Y3 and Y4-Y7 at out[0:4]
+// and out[4:8] (DX).
+#define HSUM0TO3 \
+	HSUM(Y0, X0, 0(DX));  \
+	HSUM(Y1, X1, 4(DX));  \
+	HSUM(Y2, X2, 8(DX));  \
+	HSUM(Y3, X3, 12(DX))
+
+#define HSUM4TO7 \
+	HSUM(Y4, X4, 16(DX)); \
+	HSUM(Y5, X5, 20(DX)); \
+	HSUM(Y6, X6, 24(DX)); \
+	HSUM(Y7, X7, 28(DX))
+
+// ROWS3 sets r1, r2, r3 to the three rows after the one at base, stride bytes apart.
+#define ROWS3(base, stride, r1, r2, r3) \
+	LEAQ (base)(stride*1), r1; \
+	LEAQ (r1)(stride*1), r2;   \
+	LEAQ (r2)(stride*1), r3
+
+// COL4 adds A times the eight b elements at byte offset off of each of the four rows
+// DI, R10, R11, R12 into accumulators C0-C3.
+#define COL4(LOADB, off, A, C0, C1, C2, C3) \
+	LOADB(off, DI, Y10);  \
+	LOADB(off, R10, Y11); \
+	LOADB(off, R11, Y12); \
+	LOADB(off, R12, Y13); \
+	VFMADD231PS Y10, A, C0; \
+	VFMADD231PS Y11, A, C1; \
+	VFMADD231PS Y12, A, C2; \
+	VFMADD231PS Y13, A, C3
 
 // ZERO8 clears the accumulators Y0-Y7.
 #define ZERO8 \
@@ -22,123 +68,103 @@
 	VXORPS Y6, Y6, Y6; \
 	VXORPS Y7, Y7, Y7
 
-// func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
-//
-// out[2*r+c] = Σ_{p<k} a[r*lda+p] * b[c*ldb+p] for r < 4, c < 2. k is a multiple of 8;
-// lda and ldb are in elements. Needs AVX2 and FMA.
-TEXT ·dot4x2AVX(SB), NOSPLIT, $0-48
-	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), R8
-	SHLQ $2, R8
-	MOVQ b+16(FP), DI
-	MOVQ ldb+24(FP), R9
-	SHLQ $2, R9
-	MOVQ k+32(FP), CX
-	SHLQ $2, CX
-	MOVQ out+40(FP), DX
-
-	LEAQ (SI)(R8*1), R10
-	LEAQ (R10)(R8*1), R11
-	LEAQ (R11)(R8*1), R12
-	LEAQ (DI)(R9*1), R13
-
-	ZERO8
-	XORQ AX, AX
-
-loop:
-	CMPQ AX, CX
-	JGE  reduce
-	VMOVUPS (DI)(AX*1), Y12
-	VMOVUPS (R13)(AX*1), Y13
-	VMOVUPS (SI)(AX*1), Y8
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y13, Y8, Y1
-	VMOVUPS (R10)(AX*1), Y9
-	VFMADD231PS Y12, Y9, Y2
-	VFMADD231PS Y13, Y9, Y3
-	VMOVUPS (R11)(AX*1), Y10
-	VFMADD231PS Y12, Y10, Y4
-	VFMADD231PS Y13, Y10, Y5
-	VMOVUPS (R12)(AX*1), Y11
-	VFMADD231PS Y12, Y11, Y6
-	VFMADD231PS Y13, Y11, Y7
-	ADDQ $32, AX
-	JMP  loop
-
-reduce:
-	// Sum the eight lanes of each accumulator into out[i].
-	HSUM(Y0, X0, 0(DX))
-	HSUM(Y1, X1, 4(DX))
-	HSUM(Y2, X2, 8(DX))
-	HSUM(Y3, X3, 12(DX))
-	HSUM(Y4, X4, 16(DX))
-	HSUM(Y5, X5, 20(DX))
-	HSUM(Y6, X6, 24(DX))
-	HSUM(Y7, X7, 28(DX))
-	VZEROUPPER
+// DOT4X2 is the body of dot4x2: out[2*r+c] = Σ_{p<k} a[r*lda+p] * b[c*ldb+p] for
+// r < 4, c < 2. k is a multiple of 8; lda and ldb are in elements.
+#define DOT4X2(LOADB, BSCALE) \
+	MOVQ a+0(FP), SI; \
+	MOVQ lda+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ b+16(FP), DI; \
+	MOVQ ldb+24(FP), R9; \
+	IMULQ $BSCALE, R9; \
+	MOVQ k+32(FP), CX; \
+	MOVQ out+40(FP), DX; \
+	ROWS3(SI, R8, R10, R11, R12); \
+	LEAQ (DI)(R9*1), R13; \
+	ZERO8; \
+	XORQ AX, AX; \
+loop: \
+	CMPQ AX, CX; \
+	JGE  reduce; \
+	PREFETCHT0 PFD(DI)(AX*BSCALE); \
+	PREFETCHT0 PFD(R13)(AX*BSCALE); \
+	LOADB(0, DI, Y12); \
+	LOADB(0, R13, Y13); \
+	VMOVUPS (SI)(AX*4), Y8; \
+	VFMADD231PS Y12, Y8, Y0; \
+	VFMADD231PS Y13, Y8, Y1; \
+	VMOVUPS (R10)(AX*4), Y9; \
+	VFMADD231PS Y12, Y9, Y2; \
+	VFMADD231PS Y13, Y9, Y3; \
+	VMOVUPS (R11)(AX*4), Y10; \
+	VFMADD231PS Y12, Y10, Y4; \
+	VFMADD231PS Y13, Y10, Y5; \
+	VMOVUPS (R12)(AX*4), Y11; \
+	VFMADD231PS Y12, Y11, Y6; \
+	VFMADD231PS Y13, Y11, Y7; \
+	ADDQ $8, AX; \
+	JMP  loop; \
+reduce: \
+	HSUM0TO3; \
+	HSUM4TO7; \
+	VZEROUPPER; \
 	RET
+
+// DOT1X4 is the body of dot1x4: out[c] = Σ_{p<k} a[p] * b[c*ldb+p] for c < 4, one
+// row against four, for the rows a 4×2 block leaves over (a single sentence has few
+// tokens, so they are a large share). k is a multiple of 8; ldb is in elements. Eight
+// accumulators, two per column over alternate 8-wide chunks of k, keep both FMA pipes
+// busy despite the FMA latency. B8 is the byte size of eight b elements.
+#define DOT1X4(LOADB, BSCALE, B8) \
+	MOVQ a+0(FP), SI; \
+	MOVQ b+8(FP), DI; \
+	MOVQ ldb+16(FP), R9; \
+	IMULQ $BSCALE, R9; \
+	MOVQ k+24(FP), CX; \
+	MOVQ out+32(FP), DX; \
+	ROWS3(DI, R9, R10, R11, R12); \
+	ZERO8; \
+	XORQ AX, AX; \
+	MOVQ CX, BX; \
+	SUBQ $16, BX; \
+loop16: \
+	CMPQ AX, BX; \
+	JGT  tail8; \
+	VMOVUPS (SI)(AX*4), Y8; \
+	VMOVUPS 32(SI)(AX*4), Y9; \
+	COL4(LOADB, 0, Y8, Y0, Y1, Y2, Y3); \
+	COL4(LOADB, B8, Y9, Y4, Y5, Y6, Y7); \
+	ADDQ $16, AX; \
+	JMP  loop16; \
+tail8: \
+	CMPQ AX, CX; \
+	JGE  reduce4; \
+	VMOVUPS (SI)(AX*4), Y8; \
+	COL4(LOADB, 0, Y8, Y0, Y1, Y2, Y3); \
+reduce4: \
+	VADDPS Y4, Y0, Y0; \
+	VADDPS Y5, Y1, Y1; \
+	VADDPS Y6, Y2, Y2; \
+	VADDPS Y7, Y3, Y3; \
+	HSUM0TO3; \
+	VZEROUPPER; \
+	RET
+
+// func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
+TEXT ·dot4x2AVX(SB), NOSPLIT, $0-48
+	DOT4X2(LOADF32, 4)
+
+// func dot4x2F16(a *float32, lda int, b *uint16, ldb int, k int, out *[8]float32)
+TEXT ·dot4x2F16(SB), NOSPLIT, $0-48
+	DOT4X2(LOADF16, 2)
 
 // func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32)
-//
-// out[c] = Σ_{p<k} a[p] * b[c*ldb+p] for c < 4: one row against four, for the rows a
-// 4×2 block leaves over (a single sentence has few tokens, so they are a large share).
-// k is a multiple of 8; ldb is in elements. Eight accumulators, two per column over
-// alternate 8-wide chunks of k, keep both FMA pipes busy despite the FMA latency.
-// Needs AVX2 and FMA.
 TEXT ·dot1x4AVX(SB), NOSPLIT, $0-40
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ ldb+16(FP), R9
-	SHLQ $2, R9
-	MOVQ k+24(FP), CX
-	SHLQ $2, CX
-	MOVQ out+32(FP), DX
+	DOT1X4(LOADF32, 4, 32)
 
-	LEAQ (DI)(R9*1), R10
-	LEAQ (R10)(R9*1), R11
-	LEAQ (R11)(R9*1), R12
-
-	ZERO8
-	XORQ   AX, AX
-	MOVQ   CX, BX
-	SUBQ   $64, BX // the last offset where a 16-wide step still fits
-
-loop16:
-	CMPQ AX, BX
-	JGT  tail8
-	VMOVUPS     (SI)(AX*1), Y8
-	VMOVUPS     32(SI)(AX*1), Y9
-	VFMADD231PS (DI)(AX*1), Y8, Y0
-	VFMADD231PS (R10)(AX*1), Y8, Y1
-	VFMADD231PS (R11)(AX*1), Y8, Y2
-	VFMADD231PS (R12)(AX*1), Y8, Y3
-	VFMADD231PS 32(DI)(AX*1), Y9, Y4
-	VFMADD231PS 32(R10)(AX*1), Y9, Y5
-	VFMADD231PS 32(R11)(AX*1), Y9, Y6
-	VFMADD231PS 32(R12)(AX*1), Y9, Y7
-	ADDQ        $64, AX
-	JMP         loop16
-
-tail8:
-	CMPQ AX, CX
-	JGE  reduce4
-	VMOVUPS     (SI)(AX*1), Y8
-	VFMADD231PS (DI)(AX*1), Y8, Y0
-	VFMADD231PS (R10)(AX*1), Y8, Y1
-	VFMADD231PS (R11)(AX*1), Y8, Y2
-	VFMADD231PS (R12)(AX*1), Y8, Y3
-
-reduce4:
-	VADDPS       Y4, Y0, Y0
-	VADDPS       Y5, Y1, Y1
-	VADDPS       Y6, Y2, Y2
-	VADDPS       Y7, Y3, Y3
-	HSUM(Y0, X0, 0(DX))
-	HSUM(Y1, X1, 4(DX))
-	HSUM(Y2, X2, 8(DX))
-	HSUM(Y3, X3, 12(DX))
-	VZEROUPPER
-	RET
+// func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
+TEXT ·dot1x4F16(SB), NOSPLIT, $0-40
+	DOT1X4(LOADF16, 2, 16)
 
 // func dot1AVX(a, b *float32, k int) float32
 //
@@ -147,19 +173,30 @@ TEXT ·dot1AVX(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
 	MOVQ k+16(FP), CX
-	SHLQ $2, CX
 	VXORPS Y0, Y0, Y0
 	XORQ   AX, AX
 
 loop1:
 	CMPQ AX, CX
 	JGE  reduce1
-	VMOVUPS     (SI)(AX*1), Y1
-	VFMADD231PS (DI)(AX*1), Y1, Y0
-	ADDQ        $32, AX
+	VMOVUPS     (SI)(AX*4), Y1
+	VFMADD231PS (DI)(AX*4), Y1, Y0
+	ADDQ        $8, AX
 	JMP         loop1
 
 reduce1:
 	HSUM(Y0, X0, ret+24(FP))
 	VZEROUPPER
+	RET
+
+// func hasF16C() bool
+//
+// Reports CPUID.1:ECX.F16C[bit 29], which golang.org/x/sys/cpu does not expose.
+TEXT ·hasF16C(SB), NOSPLIT, $0-1
+	MOVL $1, AX
+	XORL CX, CX
+	CPUID
+	SHRL $29, CX
+	ANDL $1, CX
+	MOVB CX, ret+0(FP)
 	RET

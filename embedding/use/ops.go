@@ -1225,27 +1225,20 @@ func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
 		m, k = k, m
 		ad = transpose2D(a.shape[0], a.shape[1], a.f)
 	}
-	var bt []float32
-	var nn int
-	switch {
-	case b.t != nil: // pretransposed weight [k, n]
-		if b.shape[0] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
-		}
-		nn, bt = b.shape[1], b.t
-	case n.bool("transpose_b"):
-		if b.shape[1] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %vᵀ", a.shape, b.shape)
-		}
-		nn, bt = b.shape[0], b.f
-	default:
-		if b.shape[0] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
-		}
-		nn, bt = b.shape[1], transpose2D(b.shape[0], b.shape[1], b.f)
+	k2, nn := b.shape[0], b.shape[1]
+	if n.bool("transpose_b") {
+		k2, nn = nn, k2
+	}
+	if k2 != k {
+		return nil, fmt.Errorf("cannot multiply %v by %v (transpose_a %v, transpose_b %v)", a.shape, b.shape, n.bool("transpose_a"), n.bool("transpose_b"))
 	}
 	c := make([]float32, m*nn)
-	matmulNT(m, nn, k, ad, bt, c)
+	switch {
+	case b.h != nil: // pretransposed weight
+		matmulNT(m, nn, k, ad, b.h, c)
+	default:
+		matmulNT(m, nn, k, ad, asNK(b.f, b.shape[0], b.shape[1], n.bool("transpose_b")), c)
+	}
 	return one(floatTensor([]int{m, nn}, c)), nil
 }
 
@@ -1277,13 +1270,13 @@ func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
 	if x.shape[3] != cin {
 		return nil, fmt.Errorf("input %v does not fit kernel %v", x.shape, w.shape)
 	}
-	wt := w.t
-	if wt == nil {
-		wt = transpose2D(cin, cout, w.f)
-	}
 	m := x.shape[0] * x.shape[1] * x.shape[2]
 	c := make([]float32, m*cout)
-	matmulNT(m, cout, cin, x.f, wt, c)
+	if w.h != nil { // pretransposed weight
+		matmulNT(m, cout, cin, x.f, w.h, c)
+	} else {
+		matmulNT(m, cout, cin, x.f, transpose2D(cin, cout, w.f), c)
+	}
 	return one(floatTensor([]int{x.shape[0], x.shape[1], x.shape[2], cout}, c)), nil
 }
 
