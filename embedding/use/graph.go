@@ -555,7 +555,9 @@ func (g *graph) pretranspose() {
 	}
 }
 
-// run executes the graph on the feeds and returns the output.
+// run executes the graph on the feeds and returns the output. Intermediate values
+// are dropped as soon as the last node that reads them has run, and their buffers
+// recycled (see runState).
 func (g *graph) run(feeds map[string]*tensor) (*tensor, error) {
 	vals := make([][]*tensor, len(g.nodes))
 	uses := slices.Clone(g.uses)
@@ -566,6 +568,7 @@ func (g *graph) run(feeds map[string]*tensor) (*tensor, error) {
 		}
 		vals[idx] = []*tensor{t}
 	}
+	ex := newRunState()
 	in := make([]*tensor, 0, 8)
 	for i, n := range g.nodes {
 		switch n.op {
@@ -583,14 +586,20 @@ func (g *graph) run(feeds map[string]*tensor) (*tensor, error) {
 			}
 			in = append(in, outs[r.out])
 		}
-		out, err := n.fn(n, in)
+		out, err := n.fn(ex, n, in)
 		if err != nil {
 			return nil, fmt.Errorf("use: %s (%s): %w", n.name, n.op, err)
+		}
+		for _, t := range out {
+			ex.hold(t)
 		}
 		vals[i] = out
 		for _, r := range n.inputs {
 			uses[r.node]--
 			if uses[r.node] == 0 && g.nodes[r.node].op != "Const" {
+				for _, t := range vals[r.node] {
+					ex.drop(t)
+				}
 				vals[r.node] = nil
 			}
 		}

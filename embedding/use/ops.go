@@ -10,7 +10,7 @@ import (
 )
 
 // opFunc runs one node on its inputs and returns its outputs.
-type opFunc func(n *node, in []*tensor) ([]*tensor, error)
+type opFunc func(ex *runState, n *node, in []*tensor) ([]*tensor, error)
 
 // ops are the TensorFlow ops this interpreter implements, with TensorFlow's semantics
 // for the cases the Universal Sentence Encoder graph uses; anything else is an error,
@@ -177,16 +177,17 @@ func compareRow[T int32 | float32](op binOp, dst []bool, x, y []T) {
 }
 
 // bcast applies row to a and b with NumPy broadcasting: row(dst, x, y) computes one
-// run of the output from equally long runs of the operands. Operands that match the
+// run of the output (from alloc, which need not clear it) from equally long runs of
+// the operands. Operands that match the
 // output take one call; otherwise the output goes a row (last axis) at a time, and an
 // operand broadcast along that axis is spread over a scratch row first.
-func bcast[T, R any](a []T, as []int, b []T, bs []int, row func(dst []R, x, y []T)) ([]R, []int, error) {
+func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row func(dst []R, x, y []T)) ([]R, []int, error) {
 	out, err := broadcastShape(as, bs)
 	if err != nil {
 		return nil, nil, err
 	}
 	n := numElements(out)
-	res := make([]R, n)
+	res := alloc(n)
 	if n == 0 {
 		return res, out, nil
 	}
@@ -236,7 +237,7 @@ func spreadRow[T any](x []T, p int, spread []T, inner int) []T {
 
 // arith runs a binary op on float or int operands, with broadcasting.
 func arith(op binOp) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
 			return nil, err
 		}
@@ -248,18 +249,18 @@ func arith(op binOp) opFunc {
 		var err error
 		switch {
 		case op.compares() && a.dt == dtFloat:
-			t, err = boolResult(bcast(a.f, a.shape, b.f, b.shape, func(d []bool, x, y []float32) { compareRow(op, d, x, y) }))
+			t, err = boolResult(bcast(a.f, a.shape, b.f, b.shape, makeSlice[bool], func(d []bool, x, y []float32) { compareRow(op, d, x, y) }))
 		case op.compares() && a.dt == dtInt:
-			t, err = boolResult(bcast(a.i, a.shape, b.i, b.shape, func(d []bool, x, y []int32) { compareRow(op, d, x, y) }))
+			t, err = boolResult(bcast(a.i, a.shape, b.i, b.shape, makeSlice[bool], func(d []bool, x, y []int32) { compareRow(op, d, x, y) }))
 		case a.dt == dtFloat:
 			var r []float32
 			var shape []int
-			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, func(d, x, y []float32) { arithRow(op, d, x, y) })
+			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, ex.floats, func(d, x, y []float32) { arithRow(op, d, x, y) })
 			t = floatTensor(shape, r)
 		case a.dt == dtInt && op != binDiv:
 			var r []int32
 			var shape []int
-			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, func(d, x, y []int32) { arithRow(op, d, x, y) })
+			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, makeSlice[int32], func(d, x, y []int32) { arithRow(op, d, x, y) })
 			t = intTensor(shape, r)
 		default:
 			return nil, fmt.Errorf("unsupported operand type %s", a.dt)
@@ -270,6 +271,8 @@ func arith(op binOp) opFunc {
 		return one(t), nil
 	}
 }
+
+func makeSlice[T any](n int) []T { return make([]T, n) }
 
 func boolResult(r []bool, shape []int, err error) (*tensor, error) {
 	return &tensor{dt: dtBool, shape: shape, b: r}, err
@@ -288,7 +291,7 @@ const (
 )
 
 func unary(op unOp) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 1); err != nil {
 			return nil, err
 		}
@@ -296,7 +299,7 @@ func unary(op unOp) opFunc {
 			return nil, err
 		}
 		x := in[0].f
-		out := make([]float32, len(x))
+		out := ex.floats(len(x))
 		switch op {
 		case unSquare:
 			for k, v := range x {
@@ -327,7 +330,7 @@ func unary(op unOp) opFunc {
 	}
 }
 
-func opLogicalNot(n *node, in []*tensor) ([]*tensor, error) {
+func opLogicalNot(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -341,7 +344,7 @@ func opLogicalNot(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opCast(n *node, in []*tensor) ([]*tensor, error) {
+func opCast(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -353,7 +356,7 @@ func opCast(n *node, in []*tensor) ([]*tensor, error) {
 	if x.dt == dst {
 		return one(x), nil
 	}
-	out := newTensor(dst, slices.Clone(x.shape))
+	out := ex.tensor(dst, slices.Clone(x.shape))
 	for k := range x.size() {
 		var v float64
 		switch x.dt {
@@ -391,7 +394,7 @@ const (
 // (or max, or product) of contiguous rows, with no per-element index arithmetic.
 // Values accumulate in float64.
 func reduction(kind reduceKind) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
 			return nil, err
 		}
@@ -518,7 +521,7 @@ func fold(kind reduceKind, acc float64, xs []float64) float64 {
 	return acc
 }
 
-func opShape(n *node, in []*tensor) ([]*tensor, error) {
+func opShape(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -529,7 +532,7 @@ func opShape(n *node, in []*tensor) ([]*tensor, error) {
 	return one(intTensor([]int{len(s)}, s)), nil
 }
 
-func opReshape(n *node, in []*tensor) ([]*tensor, error) {
+func opReshape(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -560,7 +563,7 @@ func opReshape(n *node, in []*tensor) ([]*tensor, error) {
 	return one(in[0].withShape(shape)), nil
 }
 
-func opExpandDims(n *node, in []*tensor) ([]*tensor, error) {
+func opExpandDims(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -579,7 +582,7 @@ func opExpandDims(n *node, in []*tensor) ([]*tensor, error) {
 	return one(in[0].withShape(shape)), nil
 }
 
-func opSqueeze(n *node, in []*tensor) ([]*tensor, error) {
+func opSqueeze(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -610,7 +613,7 @@ func opSqueeze(n *node, in []*tensor) ([]*tensor, error) {
 	return one(x.withShape(shape)), nil
 }
 
-func opPack(n *node, in []*tensor) ([]*tensor, error) {
+func opPack(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if len(in) == 0 {
 		return nil, errors.New("no inputs")
 	}
@@ -629,7 +632,7 @@ func opPack(n *node, in []*tensor) ([]*tensor, error) {
 		}
 	}
 	shape := slices.Insert(slices.Clone(first.shape), axis, len(in))
-	out := newTensor(first.dt, shape)
+	out := ex.tensor(first.dt, shape)
 	outer := numElements(first.shape[:axis])
 	inner := numElements(first.shape[axis:])
 	for o := range outer {
@@ -640,7 +643,7 @@ func opPack(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opConcat(n *node, in []*tensor) ([]*tensor, error) {
+func opConcat(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if len(in) < 2 {
 		return nil, errors.New("want at least one value and an axis")
 	}
@@ -667,7 +670,7 @@ func opConcat(n *node, in []*tensor) ([]*tensor, error) {
 		}
 		shape[axis] += t.shape[axis]
 	}
-	out := newTensor(first.dt, shape)
+	out := ex.tensor(first.dt, shape)
 	outer := numElements(shape[:axis])
 	dst := 0
 	for o := range outer {
@@ -682,7 +685,7 @@ func opConcat(n *node, in []*tensor) ([]*tensor, error) {
 
 // gatherStrided copies the elements of x at begin + i*step for every index i of
 // shape into a new tensor of that shape.
-func gatherStrided(x *tensor, shape, begin, step []int) *tensor {
+func gatherStrided(ex *runState, x *tensor, shape, begin, step []int) *tensor {
 	xs := strides(x.shape)
 	base := 0
 	str := make([]int, len(shape))
@@ -690,14 +693,14 @@ func gatherStrided(x *tensor, shape, begin, step []int) *tensor {
 		base += begin[k] * xs[k]
 		str[k] = step[k] * xs[k]
 	}
-	return gatherRows(x, shape, base, str)
+	return gatherRows(ex, x, shape, base, str)
 }
 
 // gatherRows returns the tensor of shape whose element i is x[base + Σ i[k]*str[k]]:
 // slices, splits and transposes. It goes a row (last axis) at a time, copying rows
 // that are contiguous in x.
-func gatherRows(x *tensor, shape []int, base int, str []int) *tensor {
-	out := newTensor(x.dt, shape)
+func gatherRows(ex *runState, x *tensor, shape []int, base int, str []int) *tensor {
+	out := ex.tensor(x.dt, shape)
 	n := out.size()
 	if n == 0 {
 		return out
@@ -743,7 +746,7 @@ func nextIndex(idx, shape []int) {
 	}
 }
 
-func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
+func opStridedSlice(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 4); err != nil {
 		return nil, err
 	}
@@ -821,14 +824,14 @@ func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
 		b[k], s[k], shape[k] = lo, st, cnt
 		outShape = append(outShape, cnt)
 	}
-	out := gatherStrided(x, shape, b, s)
+	out := gatherStrided(ex, x, shape, b, s)
 	if outShape == nil {
 		outShape = []int{}
 	}
 	return one(out.withShape(outShape)), nil
 }
 
-func opSlice(n *node, in []*tensor) ([]*tensor, error) {
+func opSlice(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -854,10 +857,10 @@ func opSlice(n *node, in []*tensor) ([]*tensor, error) {
 			return nil, fmt.Errorf("slice %v+%v does not fit %v", begin, size, x.shape)
 		}
 	}
-	return one(gatherStrided(x, size, begin, step)), nil
+	return one(gatherStrided(ex, x, size, begin, step)), nil
 }
 
-func opSplitV(n *node, in []*tensor) ([]*tensor, error) {
+func opSplitV(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -897,13 +900,13 @@ func opSplitV(n *node, in []*tensor) ([]*tensor, error) {
 	for k, s := range sizes {
 		shape := slices.Clone(x.shape)
 		shape[axis] = s
-		outs[k] = gatherStrided(x, shape, begin, step)
+		outs[k] = gatherStrided(ex, x, shape, begin, step)
 		begin[axis] += s
 	}
 	return outs, nil
 }
 
-func opTranspose(n *node, in []*tensor) ([]*tensor, error) {
+func opTranspose(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -911,7 +914,7 @@ func opTranspose(n *node, in []*tensor) ([]*tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return one2(transpose(in[0], perm))
+	return one2(transpose(ex, in[0], perm))
 }
 
 func one2(t *tensor, err error) ([]*tensor, error) {
@@ -921,7 +924,7 @@ func one2(t *tensor, err error) ([]*tensor, error) {
 	return one(t), nil
 }
 
-func transpose(x *tensor, perm []int) (*tensor, error) {
+func transpose(ex *runState, x *tensor, perm []int) (*tensor, error) {
 	r := x.rank()
 	if len(perm) != r {
 		return nil, fmt.Errorf("permutation %v for rank %d", perm, r)
@@ -938,10 +941,10 @@ func transpose(x *tensor, perm []int) (*tensor, error) {
 		shape[k] = x.shape[p]
 		ps[k] = xs[p]
 	}
-	return gatherRows(x, shape, 0, ps), nil
+	return gatherRows(ex, x, shape, 0, ps), nil
 }
 
-func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
+func opGatherV2(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -961,7 +964,7 @@ func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, err
 	}
 	shape := slices.Concat(params.shape[:axis], indices.shape, params.shape[axis+1:])
-	out := newTensor(params.dt, shape)
+	out := ex.tensor(params.dt, shape)
 	outer := numElements(params.shape[:axis])
 	inner := numElements(params.shape[axis+1:])
 	d := params.shape[axis]
@@ -1011,7 +1014,7 @@ func ndOffsets(indices *tensor, shape []int) (offs []int, slice int, lead []int,
 	return offs, slice, lead, nil
 }
 
-func opGatherNd(n *node, in []*tensor) ([]*tensor, error) {
+func opGatherNd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1021,14 +1024,14 @@ func opGatherNd(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, err
 	}
 	depth := in[1].shape[in[1].rank()-1]
-	out := newTensor(params.dt, slices.Concat(lead, params.shape[depth:]))
+	out := ex.tensor(params.dt, slices.Concat(lead, params.shape[depth:]))
 	for e, o := range offs {
 		copyRange(out, e*slice, params, o, slice)
 	}
 	return one(out), nil
 }
 
-func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
+func opScatterNd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -1044,7 +1047,8 @@ func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
 	if updates.size() != len(offs)*slice {
 		return nil, fmt.Errorf("updates %v do not match %d slices of %d", updates.shape, len(offs), slice)
 	}
-	out := newTensor(updates.dt, shape)
+	out := ex.tensor(updates.dt, shape)
+	clear(out.f) // updates add up
 	for e, o := range offs {
 		switch updates.dt {
 		case dtFloat:
@@ -1063,7 +1067,7 @@ func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
+func opSparseToDense(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 4); err != nil {
 		return nil, err
 	}
@@ -1088,7 +1092,7 @@ func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
 	if values.size() != 1 && values.size() != len(offs) {
 		return nil, fmt.Errorf("%d values for %d indices", values.size(), len(offs))
 	}
-	out := newTensor(values.dt, shape)
+	out := ex.tensor(values.dt, shape)
 	for e := range out.size() {
 		copyElem(out, e, def, 0)
 	}
@@ -1102,7 +1106,7 @@ func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opWhere(n *node, in []*tensor) ([]*tensor, error) {
+func opWhere(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -1135,7 +1139,7 @@ func opWhere(n *node, in []*tensor) ([]*tensor, error) {
 	return one(intTensor([]int{cnt, r}, coords)), nil
 }
 
-func opRange(n *node, in []*tensor) ([]*tensor, error) {
+func opRange(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -1177,7 +1181,7 @@ func opRange(n *node, in []*tensor) ([]*tensor, error) {
 	return one(floatTensor([]int{cnt}, out)), nil
 }
 
-func opBiasAdd(n *node, in []*tensor) ([]*tensor, error) {
+func opBiasAdd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1192,7 +1196,7 @@ func opBiasAdd(n *node, in []*tensor) ([]*tensor, error) {
 	if x.rank() < 1 || x.shape[x.rank()-1] != c || bias.dt != dtFloat {
 		return nil, fmt.Errorf("bias %s does not fit %s", bias, x)
 	}
-	out := make([]float32, len(x.f))
+	out := ex.floats(len(x.f))
 	for o := 0; o < len(out); o += c {
 		dst, src := out[o:o+c], x.f[o:o+c]
 		for j, b := range bias.f {
@@ -1211,7 +1215,7 @@ func asNK(data []float32, rows, cols int, isNK bool) []float32 {
 	return transpose2D(rows, cols, data)
 }
 
-func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
+func opMatMul(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1232,7 +1236,7 @@ func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
 	if k2 != k {
 		return nil, fmt.Errorf("cannot multiply %v by %v (transpose_a %v, transpose_b %v)", a.shape, b.shape, n.bool("transpose_a"), n.bool("transpose_b"))
 	}
-	c := make([]float32, m*nn)
+	c := ex.floats(m * nn)
 	switch {
 	case b.h != nil: // pretransposed weight
 		matmulNT(m, nn, k, ad, b.h, c)
@@ -1242,7 +1246,7 @@ func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
 	return one(floatTensor([]int{m, nn}, c)), nil
 }
 
-func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
+func opConv2D(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1271,7 +1275,7 @@ func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, fmt.Errorf("input %v does not fit kernel %v", x.shape, w.shape)
 	}
 	m := x.shape[0] * x.shape[1] * x.shape[2]
-	c := make([]float32, m*cout)
+	c := ex.floats(m * cout)
 	if w.h != nil { // pretransposed weight
 		matmulNT(m, cout, cin, x.f, w.h, c)
 	} else {
@@ -1280,7 +1284,7 @@ func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
 	return one(floatTensor([]int{x.shape[0], x.shape[1], x.shape[2], cout}, c)), nil
 }
 
-func opBatchMatMul(n *node, in []*tensor) ([]*tensor, error) {
+func opBatchMatMul(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1307,7 +1311,7 @@ func opBatchMatMul(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, fmt.Errorf("cannot multiply %v by %v (adj_x %v, adj_y %v)", a.shape, b.shape, adjX, adjY)
 	}
 	batch := numElements(a.shape[:r-2])
-	c := make([]float32, batch*m*nn)
+	c := ex.floats(batch * m * nn)
 	mul := func(i int) {
 		ad := a.f[i*ar*ac : (i+1)*ar*ac]
 		if adjX {
@@ -1348,7 +1352,7 @@ func parallelFor(n, work int, f func(int)) {
 	wg.Wait()
 }
 
-func opSoftmax(n *node, in []*tensor) ([]*tensor, error) {
+func opSoftmax(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -1360,7 +1364,7 @@ func opSoftmax(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, errors.New("softmax of a scalar")
 	}
 	c := x.shape[x.rank()-1]
-	out := make([]float32, len(x.f))
+	out := ex.floats(len(x.f))
 	if c == 0 {
 		return one(floatTensor(slices.Clone(x.shape), out)), nil
 	}

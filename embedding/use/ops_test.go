@@ -14,7 +14,7 @@ func TestBcast(t *testing.T) {
 	} {
 		as, bs := s[0], s[1]
 		a, b := randFloats(numElements(as)), randFloats(numElements(bs))
-		got, shape, err := bcast(a, as, b, bs, func(d, x, y []float32) { arithRow(binSub, d, x, y) })
+		got, shape, err := bcast(a, as, b, bs, makeSlice[float32], func(d, x, y []float32) { arithRow(binSub, d, x, y) })
 		if err != nil {
 			t.Fatal(err)
 		}
