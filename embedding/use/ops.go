@@ -412,23 +412,24 @@ func reduction(kind reduceKind) opFunc {
 			}
 			reduced[a] = true
 		}
-		vals := make([]float64, x.size())
-		switch x.dt {
-		case dtFloat:
-			for k, v := range x.f {
-				vals[k] = float64(v)
-			}
-		case dtInt:
-			for k, v := range x.i {
-				vals[k] = float64(v)
-			}
-		default:
+		if x.dt != dtFloat && x.dt != dtInt {
 			return nil, fmt.Errorf("cannot reduce %s", x)
 		}
 		keep := n.bool("keep_dims")
 		outShape := []int{}
 		shape := slices.Clone(x.shape)
 		count := 1
+		var vals []float64 // nil until the first pass, which reads x
+		pass := func(outer, d, inner int) {
+			switch {
+			case vals != nil:
+				vals = reduceAxis(kind, vals, outer, d, inner)
+			case x.dt == dtFloat:
+				vals = reduceAxis(kind, x.f, outer, d, inner)
+			default:
+				vals = reduceAxis(kind, x.i, outer, d, inner)
+			}
+		}
 		for k, d := range x.shape {
 			if !reduced[k] {
 				outShape = append(outShape, d)
@@ -438,10 +439,13 @@ func reduction(kind reduceKind) opFunc {
 				outShape = append(outShape, 1)
 			}
 			count *= d
-			vals = reduceAxis(kind, vals, numElements(shape[:k]), d, numElements(shape[k+1:]))
+			pass(numElements(shape[:k]), d, numElements(shape[k+1:]))
 			shape[k] = 1
 		}
-		out := newTensor(x.dt, outShape)
+		if vals == nil { // no axis: each element is its own reduction
+			pass(x.size(), 1, 1)
+		}
+		out := ex.tensor(x.dt, outShape)
 		for k, v := range vals {
 			if kind == reduceMean {
 				if x.dt == dtInt {
@@ -460,8 +464,8 @@ func reduction(kind reduceKind) opFunc {
 	}
 }
 
-// reduceAxis reduces the middle axis of vals seen as outer×d×inner.
-func reduceAxis(kind reduceKind, vals []float64, outer, d, inner int) []float64 {
+// reduceAxis reduces the middle axis of vals seen as outer×d×inner, in float64.
+func reduceAxis[T float32 | int32 | float64](kind reduceKind, vals []T, outer, d, inner int) []float64 {
 	acc := make([]float64, outer*inner)
 	switch kind {
 	case reduceMax:
@@ -486,15 +490,15 @@ func reduceAxis(kind reduceKind, vals []float64, outer, d, inner int) []float64 
 			switch kind {
 			case reduceSum, reduceMean:
 				for j, v := range src {
-					dst[j] += v
+					dst[j] += float64(v)
 				}
 			case reduceMax:
 				for j, v := range src {
-					dst[j] = max(dst[j], v)
+					dst[j] = max(dst[j], float64(v))
 				}
 			case reduceProd:
 				for j, v := range src {
-					dst[j] *= v
+					dst[j] *= float64(v)
 				}
 			}
 		}
@@ -503,19 +507,19 @@ func reduceAxis(kind reduceKind, vals []float64, outer, d, inner int) []float64 
 }
 
 // fold combines the values xs into acc.
-func fold(kind reduceKind, acc float64, xs []float64) float64 {
+func fold[T float32 | int32 | float64](kind reduceKind, acc float64, xs []T) float64 {
 	switch kind {
 	case reduceSum, reduceMean:
 		for _, v := range xs {
-			acc += v
+			acc += float64(v)
 		}
 	case reduceMax:
 		for _, v := range xs {
-			acc = max(acc, v)
+			acc = max(acc, float64(v))
 		}
 	case reduceProd:
 		for _, v := range xs {
-			acc *= v
+			acc *= float64(v)
 		}
 	}
 	return acc
