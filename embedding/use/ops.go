@@ -134,9 +134,17 @@ const (
 // compares reports whether op yields bools.
 func (op binOp) compares() bool { return op == binLess || op == binGreater }
 
-// arithRow sets dst[j] = x[j] op y[j] for an arithmetic op.
+// arithRow sets dst[j] = x[j] op y[j] for an arithmetic op. dst may be x or y.
+// Float rows go to the AVX kernels where there are any, save a tail of fewer than
+// eight (and Maximum, whose NaN rules differ from VMAXPS's).
 func arithRow[T int32 | float32](op binOp, dst, x, y []T) {
 	x, y = x[:len(dst)], y[:len(dst)]
+	if f, ok := any(dst).([]float32); ok && useSIMD && op != binMax {
+		if k := len(f) &^ 7; k > 0 {
+			simdRow(op, f, any(x).([]float32), any(y).([]float32), k)
+			dst, x, y = dst[k:], x[k:], y[k:]
+		}
+	}
 	switch op {
 	case binAdd:
 		for j := range dst {
@@ -158,6 +166,20 @@ func arithRow[T int32 | float32](op binOp, dst, x, y []T) {
 		for j := range dst {
 			dst[j] = max(x[j], y[j])
 		}
+	}
+}
+
+// simdRow sets dst[j] = x[j] op y[j] for j < n, a multiple of 8, with AVX.
+func simdRow(op binOp, dst, x, y []float32, n int) {
+	switch op {
+	case binAdd:
+		addAVX(&dst[0], &x[0], &y[0], n)
+	case binSub:
+		subAVX(&dst[0], &x[0], &y[0], n)
+	case binMul:
+		mulAVX(&dst[0], &x[0], &y[0], n)
+	case binDiv:
+		divAVX(&dst[0], &x[0], &y[0], n)
 	}
 }
 
@@ -302,9 +324,7 @@ func unary(op unOp) opFunc {
 		out := ex.floats(len(x))
 		switch op {
 		case unSquare:
-			for k, v := range x {
-				out[k] = v * v
-			}
+			arithRow(binMul, out, x, x)
 		case unRsqrt:
 			for k, v := range x {
 				out[k] = float32(1 / math.Sqrt(float64(v)))
@@ -1056,10 +1076,8 @@ func opScatterNd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	for e, o := range offs {
 		switch updates.dt {
 		case dtFloat:
-			dst, src := out.f[o:o+slice], updates.f[e*slice:e*slice+slice]
-			for j := range dst {
-				dst[j] += src[j]
-			}
+			dst := out.f[o : o+slice]
+			arithRow(binAdd, dst, dst, updates.f[e*slice:e*slice+slice])
 		case dtInt:
 			for j := range slice {
 				out.i[o+j] += updates.i[e*slice+j]
@@ -1202,10 +1220,7 @@ func opBiasAdd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	}
 	out := ex.floats(len(x.f))
 	for o := 0; o < len(out); o += c {
-		dst, src := out[o:o+c], x.f[o:o+c]
-		for j, b := range bias.f {
-			dst[j] = src[j] + b
-		}
+		arithRow(binAdd, out[o:o+c], x.f[o:o+c], bias.f)
 	}
 	return one(floatTensor(slices.Clone(x.shape), out)), nil
 }

@@ -116,3 +116,27 @@ func TestReduction(t *testing.T) {
 		}
 	}
 }
+
+// TestArithRow checks that the SIMD rows give the portable loops' results, bit for
+// bit, at every length around the vector width, in place too.
+func TestArithRow(t *testing.T) {
+	simd := useSIMD
+	defer func() { useSIMD = simd }()
+	for _, op := range []binOp{binAdd, binSub, binMul, binDiv, binMax} {
+		for n := range 40 {
+			x, y := randFloats(n), randFloats(n)
+			want, got := make([]float32, n), make([]float32, n)
+			useSIMD = false
+			arithRow(op, want, x, y)
+			useSIMD = simd
+			arithRow(op, got, x, y)
+			if !slices.Equal(got, want) {
+				t.Fatalf("op %d, n %d: %v, want %v", op, n, got, want)
+			}
+			arithRow(op, x, x, y)
+			if !slices.Equal(x, want) {
+				t.Fatalf("op %d, n %d in place: %v, want %v", op, n, x, want)
+			}
+		}
+	}
+}

@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// The kernels come in two kinds that differ only in how they load the right operand
+// The matrix kernels come in two kinds that differ only in how they load the right operand
 // b: single precision (VMOVUPS) or half precision (VCVTPH2PS, for the weights, which
 // halves the bytes streamed from memory: a single sentence's products are bound by
 // that, not by arithmetic). Each body is a macro over LOADB and the byte size of eight
@@ -56,6 +56,16 @@
 	VFMADD231PS Y11, A, C1; \
 	VFMADD231PS Y12, A, C2; \
 	VFMADD231PS Y13, A, C3
+
+// STEPS16 starts a loop over k (CX) by AX in steps of 16 elements, then one of 8:
+// FITS16(tail) jumps to tail when no step of 16 is left.
+#define STEPS16 \
+	XORQ AX, AX;  \
+	MOVQ CX, BX;  \
+	SUBQ $16, BX
+#define FITS16(tail) \
+	CMPQ AX, BX; \
+	JGT  tail
 
 // ZERO8 clears the accumulators Y0-Y7.
 #define ZERO8 \
@@ -124,12 +134,9 @@ reduce: \
 	MOVQ out+32(FP), DX; \
 	ROWS3(DI, R9, R10, R11, R12); \
 	ZERO8; \
-	XORQ AX, AX; \
-	MOVQ CX, BX; \
-	SUBQ $16, BX; \
+	STEPS16; \
 loop16: \
-	CMPQ AX, BX; \
-	JGT  tail8; \
+	FITS16(tail8); \
 	VMOVUPS (SI)(AX*4), Y8; \
 	VMOVUPS 32(SI)(AX*4), Y9; \
 	COL4(LOADB, 0, Y8, Y0, Y1, Y2, Y3); \
@@ -150,6 +157,36 @@ reduce4: \
 	VZEROUPPER; \
 	RET
 
+// VROW is the body of an elementwise kernel: dst[i] = x[i] OP y[i] for i < n, n a
+// multiple of 8, sixteen elements a step while they last. Go's compiler does not
+// vectorize, and these rows (layer norms, biases, residuals) are a good part of what
+// is not a matrix product.
+#define VROW(OP) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ x+8(FP), SI; \
+	MOVQ y+16(FP), DX; \
+	MOVQ n+24(FP), CX; \
+	STEPS16; \
+loop16: \
+	FITS16(tail8); \
+	VMOVUPS (SI)(AX*4), Y0; \
+	VMOVUPS 32(SI)(AX*4), Y1; \
+	OP (DX)(AX*4), Y0, Y0; \
+	OP 32(DX)(AX*4), Y1, Y1; \
+	VMOVUPS Y0, (DI)(AX*4); \
+	VMOVUPS Y1, 32(DI)(AX*4); \
+	ADDQ $16, AX; \
+	JMP  loop16; \
+tail8: \
+	CMPQ AX, CX; \
+	JGE  done; \
+	VMOVUPS (SI)(AX*4), Y0; \
+	OP (DX)(AX*4), Y0, Y0; \
+	VMOVUPS Y0, (DI)(AX*4); \
+done: \
+	VZEROUPPER; \
+	RET
+
 // func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
 TEXT ·dot4x2AVX(SB), NOSPLIT, $0-48
 	DOT4X2(LOADF32, 4)
@@ -165,6 +202,22 @@ TEXT ·dot1x4AVX(SB), NOSPLIT, $0-40
 // func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
 TEXT ·dot1x4F16(SB), NOSPLIT, $0-40
 	DOT1X4(LOADF16, 2, 16)
+
+// func addAVX(dst, x, y *float32, n int)
+TEXT ·addAVX(SB), NOSPLIT, $0-32
+	VROW(VADDPS)
+
+// func subAVX(dst, x, y *float32, n int)
+TEXT ·subAVX(SB), NOSPLIT, $0-32
+	VROW(VSUBPS)
+
+// func mulAVX(dst, x, y *float32, n int)
+TEXT ·mulAVX(SB), NOSPLIT, $0-32
+	VROW(VMULPS)
+
+// func divAVX(dst, x, y *float32, n int)
+TEXT ·divAVX(SB), NOSPLIT, $0-32
+	VROW(VDIVPS)
 
 // func dot1AVX(a, b *float32, k int) float32
 //

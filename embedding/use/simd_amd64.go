@@ -4,7 +4,8 @@ package use
 
 import "golang.org/x/sys/cpu"
 
-// useSIMD selects the AVX2/FMA/F16C kernels (matmul_amd64.s) where the CPU has them.
+// useSIMD selects the AVX2/FMA/F16C kernels (simd_amd64.s)
+// where the CPU has them.
 var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && hasF16C()
 
 func hasF16C() bool
@@ -23,3 +24,15 @@ func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
 
 //go:noescape
 func dot1AVX(a, b *float32, k int) float32
+
+//go:noescape
+func addAVX(dst, x, y *float32, n int)
+
+//go:noescape
+func subAVX(dst, x, y *float32, n int)
+
+//go:noescape
+func mulAVX(dst, x, y *float32, n int)
+
+//go:noescape
+func divAVX(dst, x, y *float32, n int)
