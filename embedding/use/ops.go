@@ -224,13 +224,7 @@ func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row 
 	if len(a) == n && len(b) == 1 || len(a) == 1 && len(b) == n {
 		inner, r, sa, sb = n, 1, []int{min(len(a)-1, 1)}, []int{min(len(b)-1, 1)}
 	}
-	var spreadA, spreadB []T
-	if sa[r-1] == 0 {
-		spreadA = make([]T, inner)
-	}
-	if sb[r-1] == 0 {
-		spreadB = make([]T, inner)
-	}
+	ra, rb := newRower(a, sa[r-1] == 0, inner), newRower(b, sb[r-1] == 0, inner)
 	idx := make([]int, r-1)
 	for o := 0; o < n; o += inner {
 		pa, pb := 0, 0
@@ -238,23 +232,43 @@ func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row 
 			pa += v * sa[k]
 			pb += v * sb[k]
 		}
-		row(res[o:o+inner], spreadRow(a, pa, spreadA, inner), spreadRow(b, pb, spreadB, inner))
+		row(res[o:o+inner], ra.at(pa), rb.at(pb))
 		nextIndex(idx, out)
 	}
 	return res, out, nil
 }
 
-// spreadRow returns the inner elements of x from p, or, when spread is not nil (x is
-// broadcast along the row), spread filled with x[p].
-func spreadRow[T any](x []T, p int, spread []T, inner int) []T {
-	if spread == nil {
-		return x[p : p+inner]
+// rower gives the rows of one operand of bcast: runs of x, or, for an operand
+// broadcast along the row, a scratch row filled with one element of x (filled again
+// only when the element changes position, so a scalar is spread once).
+type rower[T any] struct {
+	x      []T
+	inner  int
+	spread []T // nil unless broadcast along the row
+	filled int // the position spread holds, -1 none
+}
+
+func newRower[T any](x []T, broadcast bool, inner int) *rower[T] {
+	r := &rower[T]{x: x, inner: inner, filled: -1}
+	if broadcast {
+		r.spread = make([]T, inner)
 	}
-	v := x[p]
-	for j := range spread {
-		spread[j] = v
+	return r
+}
+
+// at returns the row that starts at position p of x.
+func (r *rower[T]) at(p int) []T {
+	if r.spread == nil {
+		return r.x[p : p+r.inner]
 	}
-	return spread
+	if r.filled != p {
+		r.spread[0] = r.x[p]
+		for k := 1; k < len(r.spread); k *= 2 {
+			copy(r.spread[k:], r.spread[:k])
+		}
+		r.filled = p
+	}
+	return r.spread
 }
 
 // arith runs a binary op on float or int operands, with broadcasting.
