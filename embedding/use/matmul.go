@@ -30,7 +30,7 @@ func matmulNT[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32)
 		kp := (k + 7) &^ 7
 		a, bt, k = padK(m, k, kp, a), padK(n, k, kp, bt), kp
 	}
-	const tile = 32
+	const tile = 48 // a multiple of the 4×3 kernel's three columns
 	tiles := (n + tile - 1) / tile
 	workers := runtime.GOMAXPROCS(0)
 	if work := m * n * k; work < 1<<18 || tiles < 2 {
@@ -187,61 +187,49 @@ func transpose2D(r, c int, x []float32) []float32 {
 }
 
 // matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels; k is a multiple of 8
-// (matmulNT pads it). Rows go four at a time against two columns; the rows left over
-// (a single sentence has few tokens, so they are a large share) go one at a time
-// against four columns; a column left over after that goes alone.
+// (matmulNT pads it). Rows go four at a time against three columns; the rows left
+// over (a single sentence has few tokens, so they are a large share) go one at a time
+// against four columns. Where the columns run out, the kernels are handed the last
+// one again and its extra results are dropped.
 func matmulBlockSIMD[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32, j0, j1 int) {
-	var out [8]float32
-	out4 := (*[4]float32)(out[:4])
-	var lone []float32 // a column left over, in single precision
+	col := func(j int) *B { return &bt[min(j, j1-1)*k] }
+	var out [12]float32
 	i := 0
 	for ; i+4 <= m; i += 4 {
-		j := j0
-		for ; j+2 <= j1; j += 2 {
-			dot4x2(&a[i*k], k, &bt[j*k], k, k, &out)
-			c[i*n+j], c[i*n+j+1] = out[0], out[1]
-			c[(i+1)*n+j], c[(i+1)*n+j+1] = out[2], out[3]
-			c[(i+2)*n+j], c[(i+2)*n+j+1] = out[4], out[5]
-			c[(i+3)*n+j], c[(i+3)*n+j+1] = out[6], out[7]
-		}
-		for ; j < j1; j++ {
-			var b []float32
-			b, lone = singleRows(bt[j*k:j*k+k], lone)
-			for r := range 4 {
-				c[(i+r)*n+j] = dot1AVX(&a[(i+r)*k], &b[0], k)
+		for j := j0; j < j1; j += 3 {
+			dot4x3(&a[i*k], k, col(j), col(j+1), col(j+2), k, &out)
+			for q := range min(3, j1-j) {
+				for r := range 4 {
+					c[(i+r)*n+j+q] = out[3*r+q]
+				}
 			}
 		}
 	}
+	out4 := (*[4]float32)(out[:4])
 	for ; i < m; i++ {
-		j := j0
-		for ; j+4 <= j1; j += 4 {
-			dot1x4(&a[i*k], &bt[j*k], k, k, out4)
-			copy(c[i*n+j:i*n+j+4], out4[:])
-		}
-		for ; j < j1; j++ {
-			var b []float32
-			b, lone = singleRows(bt[j*k:j*k+k], lone)
-			c[i*n+j] = dot1AVX(&a[i*k], &b[0], k)
+		for j := j0; j < j1; j += 4 {
+			dot1x4(&a[i*k], col(j), col(j+1), col(j+2), col(j+3), k, out4)
+			copy(c[i*n+j:i*n+min(j+4, j1)], out4[:])
 		}
 	}
 }
 
-// dot4x2 and dot1x4 pick the kernel for the precision of b.
-func dot4x2[B float32 | uint16](a *float32, lda int, b *B, ldb, k int, out *[8]float32) {
-	switch b := any(b).(type) {
+// dot4x3 and dot1x4 pick the kernel for the precision of b.
+func dot4x3[B float32 | uint16](a *float32, lda int, b0, b1, b2 *B, k int, out *[12]float32) {
+	switch b0 := any(b0).(type) {
 	case *float32:
-		dot4x2AVX(a, lda, b, ldb, k, out)
+		dot4x3AVX(a, lda, b0, any(b1).(*float32), any(b2).(*float32), k, out)
 	case *uint16:
-		dot4x2F16(a, lda, b, ldb, k, out)
+		dot4x3F16(a, lda, b0, any(b1).(*uint16), any(b2).(*uint16), k, out)
 	}
 }
 
-func dot1x4[B float32 | uint16](a *float32, b *B, ldb, k int, out *[4]float32) {
-	switch b := any(b).(type) {
+func dot1x4[B float32 | uint16](a *float32, b0, b1, b2, b3 *B, k int, out *[4]float32) {
+	switch b0 := any(b0).(type) {
 	case *float32:
-		dot1x4AVX(a, b, ldb, k, out)
+		dot1x4AVX(a, b0, any(b1).(*float32), any(b2).(*float32), any(b3).(*float32), k, out)
 	case *uint16:
-		dot1x4F16(a, b, ldb, k, out)
+		dot1x4F16(a, b0, any(b1).(*uint16), any(b2).(*uint16), any(b3).(*uint16), k, out)
 	}
 }
 

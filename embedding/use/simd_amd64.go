@@ -11,19 +11,16 @@ var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && hasF16C()
 func hasF16C() bool
 
 //go:noescape
-func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
+func dot4x3AVX(a *float32, lda int, b0, b1, b2 *float32, k int, out *[12]float32)
 
 //go:noescape
-func dot4x2F16(a *float32, lda int, b *uint16, ldb int, k int, out *[8]float32)
+func dot4x3F16(a *float32, lda int, b0, b1, b2 *uint16, k int, out *[12]float32)
 
 //go:noescape
-func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32)
+func dot1x4AVX(a *float32, b0, b1, b2, b3 *float32, k int, out *[4]float32)
 
 //go:noescape
-func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
-
-//go:noescape
-func dot1AVX(a, b *float32, k int) float32
+func dot1x4F16(a *float32, b0, b1, b2, b3 *uint16, k int, out *[4]float32)
 
 //go:noescape
 func addAVX(dst, x, y *float32, n int)

@@ -8,8 +8,8 @@
 // that, not by arithmetic). Each body is a macro over LOADB and the byte size of eight
 // b elements. AX counts elements of k, so a is addressed (AX*4) and b (AX*BSCALE).
 
-// PFD is how far ahead (bytes of b) the 4×2 kernel prefetches: one 512-wide row of
-// b in single precision, that is into the rows the next call reads.
+// PFD is how far ahead (bytes of b) the 4×3 kernel prefetches: past the end of a
+// 512-wide row, into the rows the next call reads.
 #define PFD 2048
 
 // LOADF32 and LOADF16 load eight elements of b at element AX of base+off into Y.
@@ -78,61 +78,72 @@
 	VXORPS Y6, Y6, Y6; \
 	VXORPS Y7, Y7, Y7
 
-// DOT4X2 is the body of dot4x2: out[2*r+c] = Σ_{p<k} a[r*lda+p] * b[c*ldb+p] for
-// r < 4, c < 2. k is a multiple of 8; lda and ldb are in elements.
-#define DOT4X2(LOADB, BSCALE) \
+// ROW3 adds the eight a elements at element AX of row base times the b chunks in
+// Y12-Y14 into accumulators C0-C2.
+#define ROW3(base, C0, C1, C2) \
+	VMOVUPS (base)(AX*4), Y15; \
+	VFMADD231PS Y12, Y15, C0; \
+	VFMADD231PS Y13, Y15, C1; \
+	VFMADD231PS Y14, Y15, C2
+
+// DOT4X3 is the body of dot4x3: out[3*r+c] = Σ_{p<k} a[r*lda+p] * bc[p] for r < 4,
+// c < 3, where bc is b0, b1, b2. k is a multiple of 8; lda is in elements. Twelve
+// accumulators leave the FMA pipes slack over the FMA latency (eight were just
+// enough, and stalled); three loads of b serve twelve FMAs.
+#define DOT4X3(LOADB, BSCALE) \
 	MOVQ a+0(FP), SI; \
 	MOVQ lda+8(FP), R8; \
 	SHLQ $2, R8; \
-	MOVQ b+16(FP), DI; \
-	MOVQ ldb+24(FP), R9; \
-	IMULQ $BSCALE, R9; \
-	MOVQ k+32(FP), CX; \
-	MOVQ out+40(FP), DX; \
+	MOVQ b0+16(FP), DI; \
+	MOVQ b1+24(FP), R13; \
+	MOVQ b2+32(FP), BX; \
+	MOVQ k+40(FP), CX; \
+	MOVQ out+48(FP), DX; \
 	ROWS3(SI, R8, R10, R11, R12); \
-	LEAQ (DI)(R9*1), R13; \
 	ZERO8; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
 	XORQ AX, AX; \
 loop: \
 	CMPQ AX, CX; \
 	JGE  reduce; \
 	PREFETCHT0 PFD(DI)(AX*BSCALE); \
 	PREFETCHT0 PFD(R13)(AX*BSCALE); \
+	PREFETCHT0 PFD(BX)(AX*BSCALE); \
 	LOADB(0, DI, Y12); \
 	LOADB(0, R13, Y13); \
-	VMOVUPS (SI)(AX*4), Y8; \
-	VFMADD231PS Y12, Y8, Y0; \
-	VFMADD231PS Y13, Y8, Y1; \
-	VMOVUPS (R10)(AX*4), Y9; \
-	VFMADD231PS Y12, Y9, Y2; \
-	VFMADD231PS Y13, Y9, Y3; \
-	VMOVUPS (R11)(AX*4), Y10; \
-	VFMADD231PS Y12, Y10, Y4; \
-	VFMADD231PS Y13, Y10, Y5; \
-	VMOVUPS (R12)(AX*4), Y11; \
-	VFMADD231PS Y12, Y11, Y6; \
-	VFMADD231PS Y13, Y11, Y7; \
+	LOADB(0, BX, Y14); \
+	ROW3(SI, Y0, Y1, Y2); \
+	ROW3(R10, Y3, Y4, Y5); \
+	ROW3(R11, Y6, Y7, Y8); \
+	ROW3(R12, Y9, Y10, Y11); \
 	ADDQ $8, AX; \
 	JMP  loop; \
 reduce: \
 	HSUM0TO3; \
 	HSUM4TO7; \
+	HSUM(Y8, X8, 32(DX)); \
+	HSUM(Y9, X9, 36(DX)); \
+	HSUM(Y10, X10, 40(DX)); \
+	HSUM(Y11, X11, 44(DX)); \
 	VZEROUPPER; \
 	RET
 
-// DOT1X4 is the body of dot1x4: out[c] = Σ_{p<k} a[p] * b[c*ldb+p] for c < 4, one
-// row against four, for the rows a 4×2 block leaves over (a single sentence has few
-// tokens, so they are a large share). k is a multiple of 8; ldb is in elements. Eight
+// DOT1X4 is the body of dot1x4: out[c] = Σ_{p<k} a[p] * bc[p] for c < 4, where bc is
+// b0..b3: one row against four, for the rows the 4×3 blocks leave over (a single
+// sentence has few tokens, so they are a large share). k is a multiple of 8. Eight
 // accumulators, two per column over alternate 8-wide chunks of k, keep both FMA pipes
 // busy despite the FMA latency. B8 is the byte size of eight b elements.
-#define DOT1X4(LOADB, BSCALE, B8) \
+#define DOT1X4(LOADB, B8) \
 	MOVQ a+0(FP), SI; \
-	MOVQ b+8(FP), DI; \
-	MOVQ ldb+16(FP), R9; \
-	IMULQ $BSCALE, R9; \
-	MOVQ k+24(FP), CX; \
-	MOVQ out+32(FP), DX; \
-	ROWS3(DI, R9, R10, R11, R12); \
+	MOVQ b0+8(FP), DI; \
+	MOVQ b1+16(FP), R10; \
+	MOVQ b2+24(FP), R11; \
+	MOVQ b3+32(FP), R12; \
+	MOVQ k+40(FP), CX; \
+	MOVQ out+48(FP), DX; \
 	ZERO8; \
 	STEPS16; \
 loop16: \
@@ -187,21 +198,21 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// func dot4x2AVX(a *float32, lda int, b *float32, ldb int, k int, out *[8]float32)
-TEXT ·dot4x2AVX(SB), NOSPLIT, $0-48
-	DOT4X2(LOADF32, 4)
+// func dot4x3AVX(a *float32, lda int, b0, b1, b2 *float32, k int, out *[12]float32)
+TEXT ·dot4x3AVX(SB), NOSPLIT, $0-56
+	DOT4X3(LOADF32, 4)
 
-// func dot4x2F16(a *float32, lda int, b *uint16, ldb int, k int, out *[8]float32)
-TEXT ·dot4x2F16(SB), NOSPLIT, $0-48
-	DOT4X2(LOADF16, 2)
+// func dot4x3F16(a *float32, lda int, b0, b1, b2 *uint16, k int, out *[12]float32)
+TEXT ·dot4x3F16(SB), NOSPLIT, $0-56
+	DOT4X3(LOADF16, 2)
 
-// func dot1x4AVX(a *float32, b *float32, ldb int, k int, out *[4]float32)
-TEXT ·dot1x4AVX(SB), NOSPLIT, $0-40
-	DOT1X4(LOADF32, 4, 32)
+// func dot1x4AVX(a *float32, b0, b1, b2, b3 *float32, k int, out *[4]float32)
+TEXT ·dot1x4AVX(SB), NOSPLIT, $0-56
+	DOT1X4(LOADF32, 32)
 
-// func dot1x4F16(a *float32, b *uint16, ldb int, k int, out *[4]float32)
-TEXT ·dot1x4F16(SB), NOSPLIT, $0-40
-	DOT1X4(LOADF16, 2, 16)
+// func dot1x4F16(a *float32, b0, b1, b2, b3 *uint16, k int, out *[4]float32)
+TEXT ·dot1x4F16(SB), NOSPLIT, $0-56
+	DOT1X4(LOADF16, 16)
 
 // func addAVX(dst, x, y *float32, n int)
 TEXT ·addAVX(SB), NOSPLIT, $0-32
@@ -218,29 +229,6 @@ TEXT ·mulAVX(SB), NOSPLIT, $0-32
 // func divAVX(dst, x, y *float32, n int)
 TEXT ·divAVX(SB), NOSPLIT, $0-32
 	VROW(VDIVPS)
-
-// func dot1AVX(a, b *float32, k int) float32
-//
-// Σ_{p<k} a[p]*b[p]; k is a multiple of 8. Needs AVX2 and FMA.
-TEXT ·dot1AVX(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ k+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	XORQ   AX, AX
-
-loop1:
-	CMPQ AX, CX
-	JGE  reduce1
-	VMOVUPS     (SI)(AX*4), Y1
-	VFMADD231PS (DI)(AX*4), Y1, Y0
-	ADDQ        $8, AX
-	JMP         loop1
-
-reduce1:
-	HSUM(Y0, X0, ret+24(FP))
-	VZEROUPPER
-	RET
 
 // func hasF16C() bool
 //
