@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,21 +136,31 @@ func (m *Model) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 		order = append(order, i)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return len(ids[a]) - len(ids[b]) })
-	for start := 0; start < len(order); start += maxBatch {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// Batches run side by side, one a core: while one is in the ops between products,
+	// which run on one core, another has the other cores.
+	batches := (len(order) + maxBatch - 1) / maxBatch
+	errs := make([]error, batches)
+	parallelFor(batches, math.MaxInt, func(b int) {
+		if errs[b] = ctx.Err(); errs[b] != nil {
+			return
 		}
-		batch := order[start:min(start+maxBatch, len(order))]
+		batch := order[b*maxBatch : min((b+1)*maxBatch, len(order))]
 		in := make([][]int32, len(batch))
 		for k, i := range batch {
 			in[k] = ids[i]
 		}
 		vecs, err := m.runBatch(in)
 		if err != nil {
-			return nil, err
+			errs[b] = err
+			return
 		}
 		for k, i := range batch {
 			out[i] = vecs[k]
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
