@@ -552,6 +552,7 @@ func (g *graph) pretranspose() {
 			h[i] = floatToHalf(v)
 		}
 		c.value = &tensor{dt: dtFloat, shape: s, h: h}
+		g.weights -= 2 * len(h)
 	}
 }
 
