@@ -200,9 +200,9 @@ func compareRow[T int32 | float32](op binOp, dst []bool, x, y []T) {
 
 // bcast applies row to a and b with NumPy broadcasting: row(dst, x, y) computes one
 // run of the output (from alloc, which need not clear it) from equally long runs of
-// the operands. Operands that match the
-// output take one call; otherwise the output goes a row (last axis) at a time, and an
-// operand broadcast along that axis is spread over a scratch row first.
+// the operands. Operands that match the output take one call; otherwise the output
+// goes a row (last axis) at a time, and an operand broadcast along that axis is
+// spread over a scratch row first.
 func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row func(dst []R, x, y []T)) ([]R, []int, error) {
 	out, err := broadcastShape(as, bs)
 	if err != nil {
