@@ -26,9 +26,11 @@ func matmulNT[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32)
 	}
 	// The SIMD kernels take k in steps of 8: zero columns make up the rest (attention
 	// over a sentence multiplies by k = its token count).
-	if useSIMD && k%8 != 0 {
-		kp := (k + 7) &^ 7
-		a, bt, k = padK(m, k, kp, a), padK(n, k, kp, bt), kp
+	if kp := padded(k); kp != k {
+		pa, pb := make([]float32, m*kp), make([]B, n*kp)
+		packK(pa, a, m, k, kp, false)
+		packK(pb, bt, n, k, kp, false)
+		a, bt, k = pa, pb, kp
 	}
 	const tile = 48 // a multiple of the 4×3 kernel's three columns
 	tiles := (n + tile - 1) / tile
@@ -67,6 +69,14 @@ func matmulNT[B float32 | uint16](m, n, k int, a []float32, bt []B, c []float32)
 		}()
 	}
 	wg.Wait()
+}
+
+// padded is the k the kernels take for k: a multiple of 8 for the SIMD ones.
+func padded(k int) int {
+	if useSIMD {
+		return (k + 7) &^ 7
+	}
+	return k
 }
 
 // matmulBlock computes columns [j0, j1) of c = a·btᵀ: with the SIMD kernels, or with
@@ -172,18 +182,35 @@ func matmulBlockGo(m, n, k int, a, bt, c []float32, j0, j1 int) {
 // transpose2D returns the transpose of the row-major r×c matrix x.
 func transpose2D(r, c int, x []float32) []float32 {
 	out := make([]float32, r*c)
-	const blk = 32
-	for i0 := 0; i0 < r; i0 += blk {
-		for j0 := 0; j0 < c; j0 += blk {
-			for i := i0; i < min(i0+blk, r); i++ {
-				row := x[i*c : i*c+c]
-				for j := j0; j < min(j0+blk, c); j++ {
-					out[j*r+i] = row[j]
+	packK(out, x, c, r, r, true)
+	return out
+}
+
+// packK writes into dst the rows×k matrix x with its rows widened to kp ≥ k by
+// zeros, or, when transposed, the same of the transpose of the k×rows matrix x: the
+// layout the kernels take (rows of k contiguous, k a multiple of 8 for the SIMD ones).
+func packK[T float32 | uint16](dst, x []T, rows, k, kp int, transposed bool) {
+	for i := range rows {
+		row := dst[i*kp : i*kp+kp]
+		if !transposed {
+			copy(row, x[i*k:i*k+k])
+		}
+		clear(row[k:])
+	}
+	if !transposed {
+		return
+	}
+	const blk = 32 // blocks of both sides stay in cache
+	for p0 := 0; p0 < k; p0 += blk {
+		for i0 := 0; i0 < rows; i0 += blk {
+			for p := p0; p < min(p0+blk, k); p++ {
+				src := x[p*rows : p*rows+rows]
+				for i := i0; i < min(i0+blk, rows); i++ {
+					dst[i*kp+p] = src[i]
 				}
 			}
 		}
 	}
-	return out
 }
 
 // matmulBlockSIMD is matmulBlock with the AVX2/FMA kernels; k is a multiple of 8
@@ -231,13 +258,4 @@ func dot1x4[B float32 | uint16](a *float32, b0, b1, b2, b3 *B, k int, out *[4]fl
 	case *uint16:
 		dot1x4F16(a, b0, any(b1).(*uint16), any(b2).(*uint16), any(b3).(*uint16), k, out)
 	}
-}
-
-// padK returns the rows×k matrix x with its rows widened to kp ≥ k by zeros.
-func padK[T float32 | uint16](rows, k, kp int, x []T) []T {
-	out := make([]T, rows*kp)
-	for r := range rows {
-		copy(out[r*kp:r*kp+k], x[r*k:r*k+k])
-	}
-	return out
 }

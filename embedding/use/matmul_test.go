@@ -100,3 +100,30 @@ func BenchmarkMatmulNT(b *testing.B) {
 		})
 	}
 }
+
+// TestPackK checks the padded and transposed layouts against their definitions.
+func TestPackK(t *testing.T) {
+	for _, s := range [][3]int{{3, 5, 8}, {40, 33, 40}, {1, 7, 7}, {70, 1, 8}} {
+		rows, k, kp := s[0], s[1], s[2]
+		x := randFloats(rows * k)
+		for _, transposed := range []bool{false, true} {
+			dst := randFloats(rows * kp) // packK overwrites everything
+			packK(dst, x, rows, k, kp, transposed)
+			for i := range rows {
+				for p := range kp {
+					var want float32
+					switch {
+					case p >= k:
+					case transposed:
+						want = x[p*rows+i]
+					default:
+						want = x[i*k+p]
+					}
+					if dst[i*kp+p] != want {
+						t.Fatalf("%v transposed %v: [%d,%d] = %v, want %v", s, transposed, i, p, dst[i*kp+p], want)
+					}
+				}
+			}
+		}
+	}
+}

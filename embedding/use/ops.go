@@ -199,8 +199,8 @@ func compareRow[T int32 | float32](op binOp, dst []bool, x, y []T) {
 }
 
 // bcast applies row to a and b with NumPy broadcasting: row(dst, x, y) computes one
-// run of the output (from alloc, which need not clear it) from equally long runs of
-// the operands. Operands that match the output take one call; otherwise the output
+// run of the output (from alloc, which need not clear it) from runs of the operands at
+// least as long. Operands that match the output take one call; otherwise the output
 // goes a row (last axis) at a time, and an operand broadcast along that axis is
 // spread over a scratch row first.
 func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row func(dst []R, x, y []T)) ([]R, []int, error) {
@@ -217,13 +217,18 @@ func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row 
 		row(res, a, b)
 		return res, out, nil
 	}
+	// An operand of one element goes against the other in runs of a scratch row.
+	if len(a) == n && len(b) == 1 || len(a) == 1 && len(b) == n {
+		const run = 1024
+		ra, rb := newRower(a, len(a) == 1, min(n, run)), newRower(b, len(b) == 1, min(n, run))
+		for o := 0; o < n; o += run {
+			row(res[o:min(o+run, n)], ra.at(o*min(len(a)-1, 1)), rb.at(o*min(len(b)-1, 1)))
+		}
+		return res, out, nil
+	}
 	r := len(out)
 	inner := out[r-1]
 	sa, sb := bstrides(as, out), bstrides(bs, out)
-	// An operand of one element spreads over the whole output at once.
-	if len(a) == n && len(b) == 1 || len(a) == 1 && len(b) == n {
-		inner, r, sa, sb = n, 1, []int{min(len(a)-1, 1)}, []int{min(len(b)-1, 1)}
-	}
 	ra, rb := newRower(a, sa[r-1] == 0, inner), newRower(b, sb[r-1] == 0, inner)
 	idx := make([]int, r-1)
 	for o := 0; o < n; o += inner {
@@ -256,10 +261,10 @@ func newRower[T any](x []T, broadcast bool, inner int) *rower[T] {
 	return r
 }
 
-// at returns the row that starts at position p of x.
+// at returns the row that starts at position p of x (shorter at the end of x).
 func (r *rower[T]) at(p int) []T {
 	if r.spread == nil {
-		return r.x[p : p+r.inner]
+		return r.x[p:min(p+r.inner, len(r.x))]
 	}
 	if r.filled != p {
 		r.spread[0] = r.x[p]
@@ -1345,13 +1350,28 @@ func opBatchMatMul(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	}
 	batch := numElements(a.shape[:r-2])
 	c := ex.floats(batch * m * nn)
+	// Operands go to the kernel as rows of k, padded (attention multiplies by k = the
+	// token count); the packed copies are the run's scratch, taken here because the
+	// products below may run in parallel.
+	kp := padded(k)
+	ap, bp := a.f, b.f
+	if adjX || kp != k {
+		ap = ex.floats(batch * m * kp)
+		defer ex.release(ap)
+	}
+	if !adjY || kp != k {
+		bp = ex.floats(batch * nn * kp)
+		defer ex.release(bp)
+	}
 	mul := func(i int) {
-		ad := a.f[i*ar*ac : (i+1)*ar*ac]
-		if adjX {
-			ad = transpose2D(ar, ac, ad)
+		ad, bd := ap[i*m*kp:(i+1)*m*kp], bp[i*nn*kp:(i+1)*nn*kp]
+		if adjX || kp != k {
+			packK(ad, a.f[i*ar*ac:(i+1)*ar*ac], m, k, kp, adjX)
 		}
-		bd := asNK(b.f[i*br*bc:(i+1)*br*bc], br, bc, adjY)
-		matmulNT(m, nn, k, ad, bd, c[i*m*nn:(i+1)*m*nn])
+		if !adjY || kp != k {
+			packK(bd, b.f[i*br*bc:(i+1)*br*bc], nn, k, kp, !adjY)
+		}
+		matmulNT(m, nn, kp, ad, bd, c[i*m*nn:(i+1)*m*nn])
 	}
 	parallelFor(batch, batch*m*nn*k, mul)
 	return []*tensor{floatTensor(slices.Concat(a.shape[:r-2], []int{m, nn}), c)}, nil

@@ -68,6 +68,23 @@ func (ex *runState) tensor(dt dtype, shape []int) *tensor {
 	return floatTensor(shape, ex.floats(numElements(shape)))
 }
 
+// release returns buf, scratch an op took from floats and holds no value, to the
+// pool.
+func (ex *runState) release(buf []float32) {
+	if len(buf) == 0 {
+		return
+	}
+	if p := ex.held[&buf[0]]; p != nil && p.refs == 0 {
+		ex.recycle(&buf[0], p)
+	}
+}
+
+// recycle forgets the buffer at key and puts it back in its pool.
+func (ex *runState) recycle(key *float32, p *pooled) {
+	delete(ex.held, key)
+	floatPools[p.class].Put(p.box)
+}
+
 // record is what the run knows of t's buffer, nil when the run did not hand it out.
 func (ex *runState) record(t *tensor) *pooled {
 	if t.dt != dtFloat || len(t.f) == 0 {
@@ -91,7 +108,6 @@ func (ex *runState) drop(t *tensor) {
 		return
 	}
 	if p.refs--; p.refs <= 0 {
-		delete(ex.held, &t.f[0])
-		floatPools[p.class].Put(p.box)
+		ex.recycle(&t.f[0], p)
 	}
 }
