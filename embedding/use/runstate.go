@@ -52,13 +52,6 @@ func (ex *runState) floats(n int) []float32 {
 	return buf
 }
 
-// zeros returns a buffer of n zero floats.
-func (ex *runState) zeros(n int) []float32 {
-	buf := ex.floats(n)
-	clear(buf)
-	return buf
-}
-
 // tensor returns a new tensor of shape, its float contents undefined (other types are
 // zero).
 func (ex *runState) tensor(dt dtype, shape []int) *tensor {
