@@ -10,7 +10,7 @@ import (
 )
 
 // opFunc runs one node on its inputs and returns its outputs.
-type opFunc func(n *node, in []*tensor) ([]*tensor, error)
+type opFunc func(ex *runState, n *node, in []*tensor) ([]*tensor, error)
 
 // ops are the TensorFlow ops this interpreter implements, with TensorFlow's semantics
 // for the cases the Universal Sentence Encoder graph uses; anything else is an error,
@@ -19,20 +19,20 @@ var ops map[string]opFunc
 
 func init() {
 	ops = map[string]opFunc{
-		"Add":           arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
-		"AddV2":         arith(func(x, y float32) float32 { return x + y }, func(x, y int32) int32 { return x + y }),
-		"Sub":           arith(func(x, y float32) float32 { return x - y }, func(x, y int32) int32 { return x - y }),
-		"Mul":           arith(func(x, y float32) float32 { return x * y }, func(x, y int32) int32 { return x * y }),
-		"RealDiv":       arith(func(x, y float32) float32 { return x / y }, nil),
-		"Maximum":       arith(func(x, y float32) float32 { return max(x, y) }, func(x, y int32) int32 { return max(x, y) }),
-		"Less":          compare(func(x, y float32) bool { return x < y }, func(x, y int32) bool { return x < y }),
-		"Greater":       compare(func(x, y float32) bool { return x > y }, func(x, y int32) bool { return x > y }),
-		"Square":        unary(func(x float32) float32 { return x * x }),
-		"Rsqrt":         unary(func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }),
-		"Sin":           unary(func(x float32) float32 { return float32(math.Sin(float64(x))) }),
-		"Cos":           unary(func(x float32) float32 { return float32(math.Cos(float64(x))) }),
-		"Tanh":          unary(func(x float32) float32 { return float32(math.Tanh(float64(x))) }),
-		"Relu":          unary(func(x float32) float32 { return max(x, 0) }),
+		"Add":           arith(binAdd),
+		"AddV2":         arith(binAdd),
+		"Sub":           arith(binSub),
+		"Mul":           arith(binMul),
+		"RealDiv":       arith(binDiv),
+		"Maximum":       arith(binMax),
+		"Less":          arith(binLess),
+		"Greater":       arith(binGreater),
+		"Square":        unary(unSquare),
+		"Rsqrt":         unary(unRsqrt),
+		"Sin":           unary(unSin),
+		"Cos":           unary(unCos),
+		"Tanh":          unary(unTanh),
+		"Relu":          unary(unRelu),
 		"Sum":           reduction(reduceSum),
 		"Mean":          reduction(reduceMean),
 		"Max":           reduction(reduceMax),
@@ -117,87 +117,168 @@ func bstrides(shape, out []int) []int {
 	return r
 }
 
-// bcast applies f elementwise with broadcasting.
-func bcast[T, R any](a []T, as []int, b []T, bs []int, f func(T, T) R) ([]R, []int, error) {
+// binOp is an elementwise binary op. Ops are selected by a switch around whole rows
+// rather than passed as functions: a call per element cost more than the arithmetic.
+type binOp uint8
+
+const (
+	binAdd binOp = iota
+	binSub
+	binMul
+	binDiv
+	binMax
+	binLess
+	binGreater
+)
+
+// compares reports whether op yields bools.
+func (op binOp) compares() bool { return op == binLess || op == binGreater }
+
+// arithRow sets dst[j] = x[j] op y[j] for an arithmetic op. dst may be x or y.
+// Float rows go to the AVX kernels where there are any, save a tail of fewer than
+// eight (and Maximum, whose NaN rules differ from VMAXPS's).
+func arithRow[T int32 | float32](op binOp, dst, x, y []T) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	if f, ok := any(dst).([]float32); ok && useSIMD && op != binMax {
+		if k := len(f) &^ 7; k > 0 {
+			simdRow(op, f, any(x).([]float32), any(y).([]float32), k)
+			dst, x, y = dst[k:], x[k:], y[k:]
+		}
+	}
+	switch op {
+	case binAdd:
+		for j := range dst {
+			dst[j] = x[j] + y[j]
+		}
+	case binSub:
+		for j := range dst {
+			dst[j] = x[j] - y[j]
+		}
+	case binMul:
+		for j := range dst {
+			dst[j] = x[j] * y[j]
+		}
+	case binDiv:
+		for j := range dst {
+			dst[j] = x[j] / y[j]
+		}
+	case binMax:
+		for j := range dst {
+			dst[j] = max(x[j], y[j])
+		}
+	}
+}
+
+// simdRow sets dst[j] = x[j] op y[j] for j < n, a multiple of 8, with AVX.
+func simdRow(op binOp, dst, x, y []float32, n int) {
+	switch op {
+	case binAdd:
+		addAVX(&dst[0], &x[0], &y[0], n)
+	case binSub:
+		subAVX(&dst[0], &x[0], &y[0], n)
+	case binMul:
+		mulAVX(&dst[0], &x[0], &y[0], n)
+	case binDiv:
+		divAVX(&dst[0], &x[0], &y[0], n)
+	}
+}
+
+// compareRow sets dst[j] = x[j] op y[j] for a comparison.
+func compareRow[T int32 | float32](op binOp, dst []bool, x, y []T) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	switch op {
+	case binLess:
+		for j := range dst {
+			dst[j] = x[j] < y[j]
+		}
+	case binGreater:
+		for j := range dst {
+			dst[j] = x[j] > y[j]
+		}
+	}
+}
+
+// bcast applies row to a and b with NumPy broadcasting: row(dst, x, y) computes one
+// run of the output (from alloc, which need not clear it) from runs of the operands at
+// least as long. Operands that match the output take one call; otherwise the output
+// goes a row (last axis) at a time, and an operand broadcast along that axis is
+// spread over a scratch row first.
+func bcast[T, R any](a []T, as []int, b []T, bs []int, alloc func(int) []R, row func(dst []R, x, y []T)) ([]R, []int, error) {
 	out, err := broadcastShape(as, bs)
 	if err != nil {
 		return nil, nil, err
 	}
 	n := numElements(out)
-	res := make([]R, n)
-	switch {
-	case len(a) == n && len(b) == n:
-		b = b[:len(a)]
-		for k, x := range a {
-			res[k] = f(x, b[k])
+	res := alloc(n)
+	if n == 0 {
+		return res, out, nil
+	}
+	if len(a) == n && len(b) == n {
+		row(res, a, b)
+		return res, out, nil
+	}
+	// An operand of one element goes against the other in runs of a scratch row.
+	if len(a) == n && len(b) == 1 || len(a) == 1 && len(b) == n {
+		const run = 1024
+		ra, rb := newRower(a, len(a) == 1, min(n, run)), newRower(b, len(b) == 1, min(n, run))
+		for o := 0; o < n; o += run {
+			row(res[o:min(o+run, n)], ra.at(o*min(len(a)-1, 1)), rb.at(o*min(len(b)-1, 1)))
 		}
-	case len(b) == 1 && len(a) == n:
-		y := b[0]
-		for k, x := range a {
-			res[k] = f(x, y)
+		return res, out, nil
+	}
+	r := len(out)
+	inner := out[r-1]
+	sa, sb := bstrides(as, out), bstrides(bs, out)
+	ra, rb := newRower(a, sa[r-1] == 0, inner), newRower(b, sb[r-1] == 0, inner)
+	idx := make([]int, r-1)
+	for o := 0; o < n; o += inner {
+		pa, pb := 0, 0
+		for k, v := range idx {
+			pa += v * sa[k]
+			pb += v * sb[k]
 		}
-	case len(a) == 1 && len(b) == n:
-		x := a[0]
-		for k, y := range b {
-			res[k] = f(x, y)
-		}
-	case n == 0:
-	default:
-		r := len(out)
-		sa, sb := bstrides(as, out), bstrides(bs, out)
-		inner := out[r-1]
-		ia, ib := sa[r-1], sb[r-1]
-		idx := make([]int, r-1)
-		for o := 0; o < n; o += inner {
-			pa, pb := 0, 0
-			for k, v := range idx {
-				pa += v * sa[k]
-				pb += v * sb[k]
-			}
-			for j := range inner {
-				res[o+j] = f(a[pa+j*ia], b[pb+j*ib])
-			}
-			for k := r - 2; k >= 0; k-- {
-				idx[k]++
-				if idx[k] < out[k] {
-					break
-				}
-				idx[k] = 0
-			}
-		}
+		row(res[o:o+inner], ra.at(pa), rb.at(pb))
+		nextIndex(idx, out)
 	}
 	return res, out, nil
 }
 
-func arith(ff func(x, y float32) float32, fi func(x, y int32) int32) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
-		if err := wantInputs(in, 2); err != nil {
-			return nil, err
-		}
-		a, b := in[0], in[1]
-		if a.dt != b.dt {
-			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
-		}
-		switch {
-		case a.dt == dtFloat:
-			r, shape, err := bcast(a.f, a.shape, b.f, b.shape, ff)
-			if err != nil {
-				return nil, err
-			}
-			return one(floatTensor(shape, r)), nil
-		case a.dt == dtInt && fi != nil:
-			r, shape, err := bcast(a.i, a.shape, b.i, b.shape, fi)
-			if err != nil {
-				return nil, err
-			}
-			return one(intTensor(shape, r)), nil
-		}
-		return nil, fmt.Errorf("unsupported operand type %s", a.dt)
-	}
+// rower gives the rows of one operand of bcast: runs of x, or, for an operand
+// broadcast along the row, a scratch row filled with one element of x (filled again
+// only when the element changes position, so a scalar is spread once).
+type rower[T any] struct {
+	x      []T
+	inner  int
+	spread []T // nil unless broadcast along the row
+	filled int // the position spread holds, -1 none
 }
 
-func compare(ff func(x, y float32) bool, fi func(x, y int32) bool) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+func newRower[T any](x []T, broadcast bool, inner int) *rower[T] {
+	r := &rower[T]{x: x, inner: inner, filled: -1}
+	if broadcast {
+		r.spread = make([]T, inner)
+	}
+	return r
+}
+
+// at returns the row that starts at position p of x (shorter at the end of x).
+func (r *rower[T]) at(p int) []T {
+	if r.spread == nil {
+		return r.x[p:min(p+r.inner, len(r.x))]
+	}
+	if r.filled != p {
+		r.spread[0] = r.x[p]
+		for k := 1; k < len(r.spread); k *= 2 {
+			copy(r.spread[k:], r.spread[:k])
+		}
+		r.filled = p
+	}
+	return r.spread
+}
+
+// arith runs a binary op on float or int operands, with broadcasting.
+func arith(op binOp) opFunc {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
 			return nil, err
 		}
@@ -205,41 +286,90 @@ func compare(ff func(x, y float32) bool, fi func(x, y int32) bool) opFunc {
 		if a.dt != b.dt {
 			return nil, fmt.Errorf("operands %s and %s differ in type", a, b)
 		}
-		var r []bool
-		var shape []int
+		var t *tensor
 		var err error
-		switch a.dt {
-		case dtFloat:
-			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, ff)
-		case dtInt:
-			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, fi)
+		switch {
+		case op.compares() && a.dt == dtFloat:
+			t, err = boolResult(bcast(a.f, a.shape, b.f, b.shape, makeSlice[bool], func(d []bool, x, y []float32) { compareRow(op, d, x, y) }))
+		case op.compares() && a.dt == dtInt:
+			t, err = boolResult(bcast(a.i, a.shape, b.i, b.shape, makeSlice[bool], func(d []bool, x, y []int32) { compareRow(op, d, x, y) }))
+		case a.dt == dtFloat:
+			var r []float32
+			var shape []int
+			r, shape, err = bcast(a.f, a.shape, b.f, b.shape, ex.floats, func(d, x, y []float32) { arithRow(op, d, x, y) })
+			t = floatTensor(shape, r)
+		case a.dt == dtInt && op != binDiv:
+			var r []int32
+			var shape []int
+			r, shape, err = bcast(a.i, a.shape, b.i, b.shape, makeSlice[int32], func(d, x, y []int32) { arithRow(op, d, x, y) })
+			t = intTensor(shape, r)
 		default:
-			err = fmt.Errorf("unsupported operand type %s", a.dt)
+			return nil, fmt.Errorf("unsupported operand type %s", a.dt)
 		}
 		if err != nil {
 			return nil, err
 		}
-		return one(&tensor{dt: dtBool, shape: shape, b: r}), nil
+		return one(t), nil
 	}
 }
 
-func unary(f func(float32) float32) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+func makeSlice[T any](n int) []T { return make([]T, n) }
+
+func boolResult(r []bool, shape []int, err error) (*tensor, error) {
+	return &tensor{dt: dtBool, shape: shape, b: r}, err
+}
+
+// unOp is an elementwise unary op on floats.
+type unOp uint8
+
+const (
+	unSquare unOp = iota
+	unRsqrt
+	unSin
+	unCos
+	unTanh
+	unRelu
+)
+
+func unary(op unOp) opFunc {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 1); err != nil {
 			return nil, err
 		}
 		if err := wantFloat(in[0]); err != nil {
 			return nil, err
 		}
-		out := make([]float32, len(in[0].f))
-		for k, x := range in[0].f {
-			out[k] = f(x)
+		x := in[0].f
+		out := ex.floats(len(x))
+		switch op {
+		case unSquare:
+			arithRow(binMul, out, x, x)
+		case unRsqrt:
+			for k, v := range x {
+				out[k] = float32(1 / math.Sqrt(float64(v)))
+			}
+		case unSin:
+			for k, v := range x {
+				out[k] = float32(math.Sin(float64(v)))
+			}
+		case unCos:
+			for k, v := range x {
+				out[k] = float32(math.Cos(float64(v)))
+			}
+		case unTanh:
+			for k, v := range x {
+				out[k] = float32(math.Tanh(float64(v)))
+			}
+		case unRelu:
+			for k, v := range x {
+				out[k] = max(v, 0)
+			}
 		}
 		return one(floatTensor(slices.Clone(in[0].shape), out)), nil
 	}
 }
 
-func opLogicalNot(n *node, in []*tensor) ([]*tensor, error) {
+func opLogicalNot(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -253,7 +383,7 @@ func opLogicalNot(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opCast(n *node, in []*tensor) ([]*tensor, error) {
+func opCast(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -265,7 +395,7 @@ func opCast(n *node, in []*tensor) ([]*tensor, error) {
 	if x.dt == dst {
 		return one(x), nil
 	}
-	out := newTensor(dst, slices.Clone(x.shape))
+	out := ex.tensor(dst, slices.Clone(x.shape))
 	for k := range x.size() {
 		var v float64
 		switch x.dt {
@@ -299,8 +429,11 @@ const (
 	reduceProd
 )
 
+// reduction reduces over the axes in in[1], one axis at a time: each pass is a sum
+// (or max, or product) of contiguous rows, with no per-element index arithmetic.
+// Values accumulate in float64.
 func reduction(kind reduceKind) opFunc {
-	return func(n *node, in []*tensor) ([]*tensor, error) {
+	return func(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 		if err := wantInputs(in, 2); err != nil {
 			return nil, err
 		}
@@ -318,70 +451,41 @@ func reduction(kind reduceKind) opFunc {
 			}
 			reduced[a] = true
 		}
+		if x.dt != dtFloat && x.dt != dtInt {
+			return nil, fmt.Errorf("cannot reduce %s", x)
+		}
 		keep := n.bool("keep_dims")
-		var outShape, keptShape []int
+		outShape := []int{}
+		shape := slices.Clone(x.shape)
 		count := 1
-		for k, d := range x.shape {
-			if reduced[k] {
-				count *= d
-				if keep {
-					outShape = append(outShape, 1)
-				}
-				keptShape = append(keptShape, 1)
-			} else {
-				outShape = append(outShape, d)
-				keptShape = append(keptShape, d)
-			}
-		}
-		if outShape == nil {
-			outShape = []int{}
-		}
-		m := numElements(keptShape)
-		ostr := bstrides(keptShape, x.shape)
-		acc := make([]float64, m)
-		switch kind {
-		case reduceMax:
-			for k := range acc {
-				acc[k] = math.Inf(-1)
-			}
-		case reduceProd:
-			for k := range acc {
-				acc[k] = 1
-			}
-		}
-		idx := make([]int, r)
-		for e := range x.size() {
-			o := 0
-			for k, v := range idx {
-				o += v * ostr[k]
-			}
-			var v float64
-			switch x.dt {
-			case dtFloat:
-				v = float64(x.f[e])
-			case dtInt:
-				v = float64(x.i[e])
+		var vals []float64 // nil until the first pass, which reads x
+		pass := func(outer, d, inner int) {
+			switch {
+			case vals != nil:
+				vals = reduceAxis(kind, vals, outer, d, inner)
+			case x.dt == dtFloat:
+				vals = reduceAxis(kind, x.f, outer, d, inner)
 			default:
-				return nil, fmt.Errorf("cannot reduce %s", x)
-			}
-			switch kind {
-			case reduceSum, reduceMean:
-				acc[o] += v
-			case reduceMax:
-				acc[o] = max(acc[o], v)
-			case reduceProd:
-				acc[o] *= v
-			}
-			for k := r - 1; k >= 0; k-- {
-				idx[k]++
-				if idx[k] < x.shape[k] {
-					break
-				}
-				idx[k] = 0
+				vals = reduceAxis(kind, x.i, outer, d, inner)
 			}
 		}
-		out := newTensor(x.dt, outShape)
-		for k, v := range acc {
+		for k, d := range x.shape {
+			if !reduced[k] {
+				outShape = append(outShape, d)
+				continue
+			}
+			if keep {
+				outShape = append(outShape, 1)
+			}
+			count *= d
+			pass(numElements(shape[:k]), d, numElements(shape[k+1:]))
+			shape[k] = 1
+		}
+		if vals == nil { // no axis: each element is its own reduction
+			pass(x.size(), 1, 1)
+		}
+		out := ex.tensor(x.dt, outShape)
+		for k, v := range vals {
 			if kind == reduceMean {
 				if x.dt == dtInt {
 					v = math.Trunc(v / float64(count))
@@ -399,7 +503,68 @@ func reduction(kind reduceKind) opFunc {
 	}
 }
 
-func opShape(n *node, in []*tensor) ([]*tensor, error) {
+// reduceAxis reduces the middle axis of vals seen as outer×d×inner, in float64.
+func reduceAxis[T float32 | int32 | float64](kind reduceKind, vals []T, outer, d, inner int) []float64 {
+	acc := make([]float64, outer*inner)
+	switch kind {
+	case reduceMax:
+		for k := range acc {
+			acc[k] = math.Inf(-1)
+		}
+	case reduceProd:
+		for k := range acc {
+			acc[k] = 1
+		}
+	}
+	if inner == 1 { // the last axis: each output folds one contiguous run
+		for o := range acc {
+			acc[o] = fold(kind, acc[o], vals[o*d:o*d+d])
+		}
+		return acc
+	}
+	for o := range outer {
+		dst := acc[o*inner : o*inner+inner]
+		for p := range d {
+			src := vals[(o*d+p)*inner:][:len(dst)]
+			switch kind {
+			case reduceSum, reduceMean:
+				for j, v := range src {
+					dst[j] += float64(v)
+				}
+			case reduceMax:
+				for j, v := range src {
+					dst[j] = max(dst[j], float64(v))
+				}
+			case reduceProd:
+				for j, v := range src {
+					dst[j] *= float64(v)
+				}
+			}
+		}
+	}
+	return acc
+}
+
+// fold combines the values xs into acc.
+func fold[T float32 | int32 | float64](kind reduceKind, acc float64, xs []T) float64 {
+	switch kind {
+	case reduceSum, reduceMean:
+		for _, v := range xs {
+			acc += float64(v)
+		}
+	case reduceMax:
+		for _, v := range xs {
+			acc = max(acc, float64(v))
+		}
+	case reduceProd:
+		for _, v := range xs {
+			acc *= float64(v)
+		}
+	}
+	return acc
+}
+
+func opShape(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -410,7 +575,7 @@ func opShape(n *node, in []*tensor) ([]*tensor, error) {
 	return one(intTensor([]int{len(s)}, s)), nil
 }
 
-func opReshape(n *node, in []*tensor) ([]*tensor, error) {
+func opReshape(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -441,7 +606,7 @@ func opReshape(n *node, in []*tensor) ([]*tensor, error) {
 	return one(in[0].withShape(shape)), nil
 }
 
-func opExpandDims(n *node, in []*tensor) ([]*tensor, error) {
+func opExpandDims(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -460,7 +625,7 @@ func opExpandDims(n *node, in []*tensor) ([]*tensor, error) {
 	return one(in[0].withShape(shape)), nil
 }
 
-func opSqueeze(n *node, in []*tensor) ([]*tensor, error) {
+func opSqueeze(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -491,7 +656,7 @@ func opSqueeze(n *node, in []*tensor) ([]*tensor, error) {
 	return one(x.withShape(shape)), nil
 }
 
-func opPack(n *node, in []*tensor) ([]*tensor, error) {
+func opPack(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if len(in) == 0 {
 		return nil, errors.New("no inputs")
 	}
@@ -510,7 +675,7 @@ func opPack(n *node, in []*tensor) ([]*tensor, error) {
 		}
 	}
 	shape := slices.Insert(slices.Clone(first.shape), axis, len(in))
-	out := newTensor(first.dt, shape)
+	out := ex.tensor(first.dt, shape)
 	outer := numElements(first.shape[:axis])
 	inner := numElements(first.shape[axis:])
 	for o := range outer {
@@ -521,7 +686,7 @@ func opPack(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opConcat(n *node, in []*tensor) ([]*tensor, error) {
+func opConcat(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if len(in) < 2 {
 		return nil, errors.New("want at least one value and an axis")
 	}
@@ -548,7 +713,7 @@ func opConcat(n *node, in []*tensor) ([]*tensor, error) {
 		}
 		shape[axis] += t.shape[axis]
 	}
-	out := newTensor(first.dt, shape)
+	out := ex.tensor(first.dt, shape)
 	outer := numElements(shape[:axis])
 	dst := 0
 	for o := range outer {
@@ -563,33 +728,68 @@ func opConcat(n *node, in []*tensor) ([]*tensor, error) {
 
 // gatherStrided copies the elements of x at begin + i*step for every index i of
 // shape into a new tensor of that shape.
-func gatherStrided(x *tensor, shape, begin, step []int) *tensor {
-	out := newTensor(x.dt, shape)
+func gatherStrided(ex *runState, x *tensor, shape, begin, step []int) *tensor {
+	xs := strides(x.shape)
+	base := 0
+	str := make([]int, len(shape))
+	for k := range shape {
+		base += begin[k] * xs[k]
+		str[k] = step[k] * xs[k]
+	}
+	return gatherRows(ex, x, shape, base, str)
+}
+
+// gatherRows returns the tensor of shape whose element i is x[base + Σ i[k]*str[k]]:
+// slices, splits and transposes. It goes a row (last axis) at a time, copying rows
+// that are contiguous in x.
+func gatherRows(ex *runState, x *tensor, shape []int, base int, str []int) *tensor {
+	out := ex.tensor(x.dt, shape)
 	n := out.size()
 	if n == 0 {
 		return out
 	}
-	xs := strides(x.shape)
 	r := len(shape)
-	idx := make([]int, r)
-	for e := range n {
-		src := 0
+	if r == 0 {
+		copyElem(out, 0, x, base)
+		return out
+	}
+	inner, is := shape[r-1], str[r-1]
+	idx := make([]int, r-1)
+	for o := 0; o < n; o += inner {
+		src := base
 		for k, v := range idx {
-			src += (begin[k] + v*step[k]) * xs[k]
+			src += v * str[k]
 		}
-		copyElem(out, e, x, src)
-		for k := r - 1; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < shape[k] {
-				break
+		switch {
+		case is == 1:
+			copyRange(out, o, x, src, inner)
+		case x.dt == dtFloat:
+			dst := out.f[o : o+inner]
+			for j := range dst {
+				dst[j] = x.f[src+j*is]
 			}
-			idx[k] = 0
+		default:
+			for j := range inner {
+				copyElem(out, o+j, x, src+j*is)
+			}
 		}
+		nextIndex(idx, shape)
 	}
 	return out
 }
 
-func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
+// nextIndex advances idx, a row-major index into shape (or its leading dimensions).
+func nextIndex(idx, shape []int) {
+	for k := len(idx) - 1; k >= 0; k-- {
+		idx[k]++
+		if idx[k] < shape[k] {
+			return
+		}
+		idx[k] = 0
+	}
+}
+
+func opStridedSlice(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 4); err != nil {
 		return nil, err
 	}
@@ -667,14 +867,14 @@ func opStridedSlice(n *node, in []*tensor) ([]*tensor, error) {
 		b[k], s[k], shape[k] = lo, st, cnt
 		outShape = append(outShape, cnt)
 	}
-	out := gatherStrided(x, shape, b, s)
+	out := gatherStrided(ex, x, shape, b, s)
 	if outShape == nil {
 		outShape = []int{}
 	}
 	return one(out.withShape(outShape)), nil
 }
 
-func opSlice(n *node, in []*tensor) ([]*tensor, error) {
+func opSlice(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -700,10 +900,10 @@ func opSlice(n *node, in []*tensor) ([]*tensor, error) {
 			return nil, fmt.Errorf("slice %v+%v does not fit %v", begin, size, x.shape)
 		}
 	}
-	return one(gatherStrided(x, size, begin, step)), nil
+	return one(gatherStrided(ex, x, size, begin, step)), nil
 }
 
-func opSplitV(n *node, in []*tensor) ([]*tensor, error) {
+func opSplitV(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -743,13 +943,13 @@ func opSplitV(n *node, in []*tensor) ([]*tensor, error) {
 	for k, s := range sizes {
 		shape := slices.Clone(x.shape)
 		shape[axis] = s
-		outs[k] = gatherStrided(x, shape, begin, step)
+		outs[k] = gatherStrided(ex, x, shape, begin, step)
 		begin[axis] += s
 	}
 	return outs, nil
 }
 
-func opTranspose(n *node, in []*tensor) ([]*tensor, error) {
+func opTranspose(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -757,7 +957,7 @@ func opTranspose(n *node, in []*tensor) ([]*tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return one2(transpose(in[0], perm))
+	return one2(transpose(ex, in[0], perm))
 }
 
 func one2(t *tensor, err error) ([]*tensor, error) {
@@ -767,7 +967,7 @@ func one2(t *tensor, err error) ([]*tensor, error) {
 	return one(t), nil
 }
 
-func transpose(x *tensor, perm []int) (*tensor, error) {
+func transpose(ex *runState, x *tensor, perm []int) (*tensor, error) {
 	r := x.rank()
 	if len(perm) != r {
 		return nil, fmt.Errorf("permutation %v for rank %d", perm, r)
@@ -784,41 +984,10 @@ func transpose(x *tensor, perm []int) (*tensor, error) {
 		shape[k] = x.shape[p]
 		ps[k] = xs[p]
 	}
-	out := newTensor(x.dt, shape)
-	n := out.size()
-	if n == 0 {
-		return out, nil
-	}
-	inner := shape[r-1]
-	is := ps[r-1]
-	idx := make([]int, r-1)
-	for o := 0; o < n; o += inner {
-		src := 0
-		for k, v := range idx {
-			src += v * ps[k]
-		}
-		if x.dt == dtFloat {
-			dst := out.f[o : o+inner]
-			for j := range dst {
-				dst[j] = x.f[src+j*is]
-			}
-		} else {
-			for j := range inner {
-				copyElem(out, o+j, x, src+j*is)
-			}
-		}
-		for k := r - 2; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < shape[k] {
-				break
-			}
-			idx[k] = 0
-		}
-	}
-	return out, nil
+	return gatherRows(ex, x, shape, 0, ps), nil
 }
 
-func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
+func opGatherV2(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -838,7 +1007,7 @@ func opGatherV2(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, err
 	}
 	shape := slices.Concat(params.shape[:axis], indices.shape, params.shape[axis+1:])
-	out := newTensor(params.dt, shape)
+	out := ex.tensor(params.dt, shape)
 	outer := numElements(params.shape[:axis])
 	inner := numElements(params.shape[axis+1:])
 	d := params.shape[axis]
@@ -888,7 +1057,7 @@ func ndOffsets(indices *tensor, shape []int) (offs []int, slice int, lead []int,
 	return offs, slice, lead, nil
 }
 
-func opGatherNd(n *node, in []*tensor) ([]*tensor, error) {
+func opGatherNd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -898,14 +1067,14 @@ func opGatherNd(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, err
 	}
 	depth := in[1].shape[in[1].rank()-1]
-	out := newTensor(params.dt, slices.Concat(lead, params.shape[depth:]))
+	out := ex.tensor(params.dt, slices.Concat(lead, params.shape[depth:]))
 	for e, o := range offs {
 		copyRange(out, e*slice, params, o, slice)
 	}
 	return one(out), nil
 }
 
-func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
+func opScatterNd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -921,14 +1090,13 @@ func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
 	if updates.size() != len(offs)*slice {
 		return nil, fmt.Errorf("updates %v do not match %d slices of %d", updates.shape, len(offs), slice)
 	}
-	out := newTensor(updates.dt, shape)
+	out := ex.tensor(updates.dt, shape)
+	clear(out.f) // updates add up
 	for e, o := range offs {
 		switch updates.dt {
 		case dtFloat:
-			dst, src := out.f[o:o+slice], updates.f[e*slice:e*slice+slice]
-			for j := range dst {
-				dst[j] += src[j]
-			}
+			dst := out.f[o : o+slice]
+			arithRow(binAdd, dst, dst, updates.f[e*slice:e*slice+slice])
 		case dtInt:
 			for j := range slice {
 				out.i[o+j] += updates.i[e*slice+j]
@@ -940,7 +1108,7 @@ func opScatterNd(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
+func opSparseToDense(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 4); err != nil {
 		return nil, err
 	}
@@ -965,7 +1133,7 @@ func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
 	if values.size() != 1 && values.size() != len(offs) {
 		return nil, fmt.Errorf("%d values for %d indices", values.size(), len(offs))
 	}
-	out := newTensor(values.dt, shape)
+	out := ex.tensor(values.dt, shape)
 	for e := range out.size() {
 		copyElem(out, e, def, 0)
 	}
@@ -979,7 +1147,7 @@ func opSparseToDense(n *node, in []*tensor) ([]*tensor, error) {
 	return one(out), nil
 }
 
-func opWhere(n *node, in []*tensor) ([]*tensor, error) {
+func opWhere(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -1004,13 +1172,7 @@ func opWhere(n *node, in []*tensor) ([]*tensor, error) {
 			}
 			cnt++
 		}
-		for k := r - 1; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < x.shape[k] {
-				break
-			}
-			idx[k] = 0
-		}
+		nextIndex(idx, x.shape)
 	}
 	if coords == nil {
 		coords = []int32{}
@@ -1018,7 +1180,7 @@ func opWhere(n *node, in []*tensor) ([]*tensor, error) {
 	return one(intTensor([]int{cnt, r}, coords)), nil
 }
 
-func opRange(n *node, in []*tensor) ([]*tensor, error) {
+func opRange(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 3); err != nil {
 		return nil, err
 	}
@@ -1060,7 +1222,7 @@ func opRange(n *node, in []*tensor) ([]*tensor, error) {
 	return one(floatTensor([]int{cnt}, out)), nil
 }
 
-func opBiasAdd(n *node, in []*tensor) ([]*tensor, error) {
+func opBiasAdd(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1075,12 +1237,9 @@ func opBiasAdd(n *node, in []*tensor) ([]*tensor, error) {
 	if x.rank() < 1 || x.shape[x.rank()-1] != c || bias.dt != dtFloat {
 		return nil, fmt.Errorf("bias %s does not fit %s", bias, x)
 	}
-	out := make([]float32, len(x.f))
+	out := ex.floats(len(x.f))
 	for o := 0; o < len(out); o += c {
-		dst, src := out[o:o+c], x.f[o:o+c]
-		for j, b := range bias.f {
-			dst[j] = src[j] + b
-		}
+		arithRow(binAdd, out[o:o+c], x.f[o:o+c], bias.f)
 	}
 	return one(floatTensor(slices.Clone(x.shape), out)), nil
 }
@@ -1094,7 +1253,7 @@ func asNK(data []float32, rows, cols int, isNK bool) []float32 {
 	return transpose2D(rows, cols, data)
 }
 
-func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
+func opMatMul(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1108,31 +1267,24 @@ func opMatMul(n *node, in []*tensor) ([]*tensor, error) {
 		m, k = k, m
 		ad = transpose2D(a.shape[0], a.shape[1], a.f)
 	}
-	var bt []float32
-	var nn int
-	switch {
-	case b.t != nil: // pretransposed weight [k, n]
-		if b.shape[0] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
-		}
-		nn, bt = b.shape[1], b.t
-	case n.bool("transpose_b"):
-		if b.shape[1] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %vᵀ", a.shape, b.shape)
-		}
-		nn, bt = b.shape[0], b.f
-	default:
-		if b.shape[0] != k {
-			return nil, fmt.Errorf("cannot multiply %v by %v", a.shape, b.shape)
-		}
-		nn, bt = b.shape[1], transpose2D(b.shape[0], b.shape[1], b.f)
+	k2, nn := b.shape[0], b.shape[1]
+	if n.bool("transpose_b") {
+		k2, nn = nn, k2
 	}
-	c := make([]float32, m*nn)
-	matmulNT(m, nn, k, ad, bt, c)
+	if k2 != k {
+		return nil, fmt.Errorf("cannot multiply %v by %v (transpose_a %v, transpose_b %v)", a.shape, b.shape, n.bool("transpose_a"), n.bool("transpose_b"))
+	}
+	c := ex.floats(m * nn)
+	switch {
+	case b.h != nil: // pretransposed weight
+		matmulNT(m, nn, k, ad, b.h, c)
+	default:
+		matmulNT(m, nn, k, ad, asNK(b.f, b.shape[0], b.shape[1], n.bool("transpose_b")), c)
+	}
 	return one(floatTensor([]int{m, nn}, c)), nil
 }
 
-func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
+func opConv2D(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1160,17 +1312,17 @@ func opConv2D(n *node, in []*tensor) ([]*tensor, error) {
 	if x.shape[3] != cin {
 		return nil, fmt.Errorf("input %v does not fit kernel %v", x.shape, w.shape)
 	}
-	wt := w.t
-	if wt == nil {
-		wt = transpose2D(cin, cout, w.f)
-	}
 	m := x.shape[0] * x.shape[1] * x.shape[2]
-	c := make([]float32, m*cout)
-	matmulNT(m, cout, cin, x.f, wt, c)
+	c := ex.floats(m * cout)
+	if w.h != nil { // pretransposed weight
+		matmulNT(m, cout, cin, x.f, w.h, c)
+	} else {
+		matmulNT(m, cout, cin, x.f, transpose2D(cin, cout, w.f), c)
+	}
 	return one(floatTensor([]int{x.shape[0], x.shape[1], x.shape[2], cout}, c)), nil
 }
 
-func opBatchMatMul(n *node, in []*tensor) ([]*tensor, error) {
+func opBatchMatMul(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 2); err != nil {
 		return nil, err
 	}
@@ -1197,14 +1349,29 @@ func opBatchMatMul(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, fmt.Errorf("cannot multiply %v by %v (adj_x %v, adj_y %v)", a.shape, b.shape, adjX, adjY)
 	}
 	batch := numElements(a.shape[:r-2])
-	c := make([]float32, batch*m*nn)
+	c := ex.floats(batch * m * nn)
+	// Operands go to the kernel as rows of k, padded (attention multiplies by k = the
+	// token count); the packed copies are the run's scratch, taken here because the
+	// products below may run in parallel.
+	kp := padded(k)
+	ap, bp := a.f, b.f
+	if adjX || kp != k {
+		ap = ex.floats(batch * m * kp)
+		defer ex.release(ap)
+	}
+	if !adjY || kp != k {
+		bp = ex.floats(batch * nn * kp)
+		defer ex.release(bp)
+	}
 	mul := func(i int) {
-		ad := a.f[i*ar*ac : (i+1)*ar*ac]
-		if adjX {
-			ad = transpose2D(ar, ac, ad)
+		ad, bd := ap[i*m*kp:(i+1)*m*kp], bp[i*nn*kp:(i+1)*nn*kp]
+		if adjX || kp != k {
+			packK(ad, a.f[i*ar*ac:(i+1)*ar*ac], m, k, kp, adjX)
 		}
-		bd := asNK(b.f[i*br*bc:(i+1)*br*bc], br, bc, adjY)
-		matmulNT(m, nn, k, ad, bd, c[i*m*nn:(i+1)*m*nn])
+		if !adjY || kp != k {
+			packK(bd, b.f[i*br*bc:(i+1)*br*bc], nn, k, kp, !adjY)
+		}
+		matmulNT(m, nn, kp, ad, bd, c[i*m*nn:(i+1)*m*nn])
 	}
 	parallelFor(batch, batch*m*nn*k, mul)
 	return []*tensor{floatTensor(slices.Concat(a.shape[:r-2], []int{m, nn}), c)}, nil
@@ -1238,7 +1405,7 @@ func parallelFor(n, work int, f func(int)) {
 	wg.Wait()
 }
 
-func opSoftmax(n *node, in []*tensor) ([]*tensor, error) {
+func opSoftmax(ex *runState, n *node, in []*tensor) ([]*tensor, error) {
 	if err := wantInputs(in, 1); err != nil {
 		return nil, err
 	}
@@ -1250,7 +1417,7 @@ func opSoftmax(n *node, in []*tensor) ([]*tensor, error) {
 		return nil, errors.New("softmax of a scalar")
 	}
 	c := x.shape[x.rank()-1]
-	out := make([]float32, len(x.f))
+	out := ex.floats(len(x.f))
 	if c == 0 {
 		return one(floatTensor(slices.Clone(x.shape), out)), nil
 	}

@@ -37,9 +37,10 @@ type tensor struct {
 	f     []float32
 	i     []int32
 	b     []bool
-	// t, for a float weight read only as a matmul's right operand, holds the
-	// transpose of its last two dimensions instead of f (see graph.pretranspose).
-	t []float32
+	// h, for a float weight read only as a matmul's right operand, holds the
+	// transpose of its last two dimensions in half precision instead of f (see
+	// graph.pretranspose).
+	h []uint16
 }
 
 func numElements(shape []int) int {
