@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -400,9 +401,12 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		return err
 	}
 	defer bare.stop()
-	// A few unmeasured writes first: the model, the pools and the caches warm up.
-	_ = calls(ctx, "warm-up", 2, 10, waited)
-	_ = calls(ctx, "warm-up", 2, 10, bare.waited)
+	// Unmeasured writes first, at the highest concurrency: the model, the caches and
+	// the connection pools warm up (a Postgres backend opened during a measurement
+	// would leave its CPU out of the figures).
+	warm := slices.Max(append([]int{2}, concs...))
+	_ = calls(ctx, "warm-up", warm, 2*warm, waited)
+	_ = calls(ctx, "warm-up", warm, 2*warm, bare.waited)
 	sample = nil
 	for _, c := range concs {
 		if writes == 0 {
