@@ -98,6 +98,11 @@ func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order str
 // retriever, so each binds all parameters; Postgres skips what it does not read.
 func buildRecallSQL(current bool, n int, part int) string {
 	tf := factTimeSQL(current)
+	// fn bounds the fact retrievers' candidates: half the evidence retrievers'.
+	// Facts are few per user and each is a whole statement, so their best half is
+	// enough for the fusion (the eval's figures are unchanged), and each fact row
+	// costs the statement far more (its projection, its evidence ids) than a turn.
+	fn := max(n/2, 10)
 	var b strings.Builder
 	b.WriteString("WITH RECURSIVE ")
 	// vf: the visible facts of the user, its department and its agent (and, in past
@@ -139,30 +144,30 @@ func buildRecallSQL(current bool, n int, part int) string {
 			if i > 0 {
 				b.WriteString(" UNION ALL ")
 			}
-			fmt.Fprintf(&b, "(SELECT %s FROM vf WHERE a = %d AND %s IS NOT NULL ORDER BY %s LIMIT %d)", cols, i, col, order, n)
+			fmt.Fprintf(&b, "(SELECT %s FROM vf WHERE a = %d AND %s IS NOT NULL ORDER BY %s LIMIT %d)", cols, i, col, order, fn)
 		}
 	}
 	b.WriteString("sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
 	fromVF("id, d", "d", "d")
 	if current {
-		b.WriteString(" UNION ALL " + tenantSemCurrent(n))
+		b.WriteString(" UNION ALL " + tenantSemCurrent(fn))
 	}
-	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*n)
+	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*fn)
 	// Keyword: current TENANT facts use their own GIN index (facts_search_tenant_gin).
 	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
 	fromVF("id, r", "r", "r DESC")
 	if current {
-		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, n)
+		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, fn)
 	}
-	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", n)
+	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", fn)
 	b.WriteString("st AS (SELECT id, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
 	fromVF("id, pri, imp, vf", "pri", "pri DESC, imp DESC, vf DESC")
 	if current {
 		// importance >= 0 lets facts_recall_tenant_st serve it (see the migration).
 		b.WriteString(" UNION ALL ")
-		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", n)
+		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", fn)
 	}
-	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", n)
+	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", fn)
 	// Graph: the user's entities the question names (by id, else by type and
 	// state), then up to $17 edges further in the user's own graph, never back
 	// through the speaker; the visible facts about what was reached.
@@ -184,7 +189,7 @@ func buildRecallSQL(current bool, n int, part int) string {
 	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.vf) AS vf "+
 		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.valid_from AS vf FROM facts f "+
 		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
-		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, n)
+		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, fn)
 	// ev: the principal's visible turns, read once for both evidence retrievers
 	// (each turn's distance, and its lexemes when it matches the query).
 	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
