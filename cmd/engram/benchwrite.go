@@ -366,13 +366,14 @@ type writeReport struct {
 }
 
 type waitedJSON struct {
-	Concurrency int     `json:"concurrency"`
-	P50         float64 `json:"write_p50_ms"`
-	P95         float64 `json:"write_p95_ms"`
-	P99         float64 `json:"write_p99_ms"`
-	PerSecond   float64 `json:"writes_per_s"`
-	Errors      int     `json:"errors"`
-	Calls       int     `json:"calls"`
+	Concurrency int      `json:"concurrency"`
+	P50         float64  `json:"write_p50_ms"`
+	P95         float64  `json:"write_p95_ms"`
+	P99         float64  `json:"write_p99_ms"`
+	PerSecond   float64  `json:"writes_per_s"`
+	Errors      int      `json:"errors"`
+	Calls       int      `json:"calls"`
+	CPU         *callCPU `json:"cpu_ms_per_write,omitempty"`
 }
 
 func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, concs []int, writes, acks, batchTurns, batchSize int) error {
@@ -417,7 +418,7 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, writes)
 		s := calls(ctx, "ingest+wait", c, writes, waited)
 		table = append(table, s)
-		rep.Waited = append(rep.Waited, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls})
+		rep.Waited = append(rep.Waited, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls, CPU: s.CPU})
 		if c == 1 && s.Calls > s.Errors {
 			rep.Steps = b.steps.perWrite(s.Calls-s.Errors, s.P50, b.emb)
 			h, err := b.histories(ctx, sample)
@@ -428,7 +429,7 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		}
 		s = calls(ctx, "bare temporal", c, writes, bare.waited)
 		table = append(table, s)
-		rep.BareTemporal = append(rep.BareTemporal, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls})
+		rep.BareTemporal = append(rep.BareTemporal, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls, CPU: s.CPU})
 	}
 	if batchTurns > 0 {
 		fmt.Fprintf(msgs, "batch import of %d turns, %d per call …\n", batchTurns, batchSize)
