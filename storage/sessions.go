@@ -111,13 +111,16 @@ func (s *Store) AppendTurn(ctx context.Context, tenantID, sessionID, userID stri
 }
 
 func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID string, t Turn, keep int) (*Session, bool, error) {
-	// Create the row if missing; then read it and write back only if nobody else
+	// Read the row (creating it when missing), then write back only if nobody else
 	// wrote in between (turn_count is the version).
-	if _, err := s.db.NewInsert().Model(&Session{TenantID: tenantID, ID: sessionID, UserID: userID, Recent: []Turn{}}).
-		On("CONFLICT (tenant_id, id) DO NOTHING").Exec(ctx); err != nil {
-		return nil, false, fmt.Errorf("create session: %w", err)
-	}
 	sess, err := s.GetSession(ctx, tenantID, sessionID)
+	if errors.Is(err, ErrNotFound) {
+		if _, err := s.db.NewInsert().Model(&Session{TenantID: tenantID, ID: sessionID, UserID: userID, Recent: []Turn{}}).
+			On("CONFLICT (tenant_id, id) DO NOTHING").Exec(ctx); err != nil {
+			return nil, false, fmt.Errorf("create session: %w", err)
+		}
+		sess, err = s.GetSession(ctx, tenantID, sessionID)
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -132,7 +132,8 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	if err != nil {
 		return RecordResult{}, fmt.Errorf("protect content: %w", err)
 	}
-	ev, created, err := a.Store.InsertEvent(ctx, e.TenantID, storage.NewEvent(e, in.WorkflowID, prot))
+	// The API stored the event before starting this write: look it up first.
+	ev, created, err := a.Store.EnsureEvent(ctx, e.TenantID, storage.NewEvent(e, in.WorkflowID, prot))
 	if errors.Is(err, storage.ErrIdempotencyConflict) {
 		return RecordResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIdempotencyConflict, err)
 	}
