@@ -28,6 +28,7 @@ import (
 	"github.com/engramhq/engram/embedding"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/cpustat"
+	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/server"
 	"github.com/engramhq/engram/storage"
 )
@@ -304,45 +305,26 @@ func okStatus(s engramv1.WriteStatus) bool {
 	return s == engramv1.WriteStatus_WRITE_STATUS_COMMITTED || s == engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY
 }
 
-// calls runs n calls of one at conc at once and measures them.
+// calls runs n calls of one at conc at once and measures them: the latencies of
+// the calls that succeeded, the errors, and the CPU they all burnt.
 func calls(ctx context.Context, name string, conc, n int, one func(ctx context.Context, i int) error) writeStats {
-	lat := make([]time.Duration, 0, n)
-	var mu sync.Mutex
-	var errs int
-	var firstErr string
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	cpu0 := readCPU()
-	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				t := time.Now()
-				err := one(ctx, i)
-				d := time.Since(t)
-				mu.Lock()
-				if err != nil {
-					errs++
-					if firstErr == "" {
-						firstErr = err.Error()
-					}
-				} else {
-					lat = append(lat, d)
-				}
-				mu.Unlock()
-			}
-		}()
+	r := loadgen.Run(ctx, conc, n, one)
+	lat := make([]time.Duration, 0, n)
+	errs := 0
+	for i, err := range r.Err {
+		if err != nil {
+			errs++
+		} else {
+			lat = append(lat, r.Latency[i])
+		}
 	}
-	wg.Wait()
-	wall := time.Since(start)
-	s := newWriteStats(name, conc, lat, errs, firstErr, wall, len(lat))
-	s.CPU = cpu0.perCall(len(lat) + errs)
+	firstErr := ""
+	if err := r.FirstError(); err != nil {
+		firstErr = err.Error()
+	}
+	s := newWriteStats(name, conc, lat, errs, firstErr, r.Wall, len(lat))
+	s.CPU = cpu0.perCall(n)
 	return s
 }
 

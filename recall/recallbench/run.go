@@ -7,14 +7,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
 )
@@ -130,41 +129,21 @@ func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error
 
 // Measure runs every request once as kind with conc concurrent callers.
 func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request, conc int) Stat {
-	lat := make([]time.Duration, len(reqs))
-	var next atomic.Int64
-	var errs atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	cpu0 := b.snapshotCPU(ctx, b.bare())
-	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(reqs) || ctx.Err() != nil {
-					return
-				}
-				t := time.Now()
-				if err := b.one(ctx, kind, reqs[i]); err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-				lat[i] = time.Since(t)
-			}
-		}()
+	r := loadgen.Run(ctx, conc, len(reqs), func(ctx context.Context, i int) error { return b.one(ctx, kind, reqs[i]) })
+	lat, wall := r.Latency, r.Wall
+	errs := 0
+	for _, err := range r.Err {
+		if err != nil {
+			errs++
+		}
 	}
-	wg.Wait()
-	wall := time.Since(start)
-	st := Stat{Name: kind, Concurrency: conc, N: len(reqs), Errors: int(errs.Load()), QPS: float64(len(reqs)) / wall.Seconds()}
+	st := Stat{Name: kind, Concurrency: conc, N: len(reqs), Errors: errs, QPS: float64(len(reqs)) / wall.Seconds()}
 	if len(reqs) > 0 {
 		self, pg, ok := b.cpuSince(ctx, b.bare(), cpu0)
 		st.GoCPU, st.PGCPU, st.PGCPUOK = self/time.Duration(len(reqs)), pg/time.Duration(len(reqs)), ok
 	}
-	if e, ok := firstErr.Load().(error); ok {
-		st.FirstErr = e
-	}
+	st.FirstErr = r.FirstError()
 	slices.Sort(lat)
 	var sum time.Duration
 	for _, l := range lat {
