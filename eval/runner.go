@@ -377,9 +377,9 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
 	start := time.Now()
-	opts := write.StartOptions(r.opt.TaskQueue, write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
+	opts, in := write.Prepare(r.opt.TaskQueue, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
 	opts.WorkflowExecutionTimeout = 5 * time.Minute // a stuck turn fails the run instead of hanging it
-	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, opts, write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
+	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, opts, write.MemoryWriteWorkflowName, in)
 	if err != nil {
 		tr.Err = err.Error()
 		return tr

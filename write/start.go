@@ -9,9 +9,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/memory"
 )
 
 // UpdateOutcome is the update that answers once a write's outcome is known: it
@@ -43,6 +45,23 @@ func StartOptions(taskQueue, workflowID string) client.StartWorkflowOptions {
 	}
 }
 
+// Prepare is how a new single write is started: its options (StartOptions, with
+// the search attributes erasure finds a user's writes by, EngramTenant and
+// EngramSubject, set at start so the workflow upserts none) and its input at the
+// current WriteRevision. EngramReview is set when a candidate waits for review;
+// EngramKind is left out (the workflow type says it): every search attribute costs
+// the visibility store a write's worth of CPU (engram bench write measures it).
+func Prepare(taskQueue string, in MemoryWriteInput) (client.StartWorkflowOptions, MemoryWriteInput) {
+	ev := in.Event
+	o := StartOptions(taskQueue, MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey))
+	o.TypedSearchAttributes = temporal.NewSearchAttributes(
+		memory.SearchAttrTenant.ValueSet(ev.TenantID), SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)))
+	if in.Revision == 0 {
+		in.Revision = WriteRevision
+	}
+	return o, in
+}
+
 // eager asks for eager start: when a worker of the task queue runs in this
 // process (engram serve with its worker), the server hands the first workflow
 // task back with the start's answer, and the worker runs it without a poll. With
@@ -55,7 +74,8 @@ func eager(o client.StartWorkflowOptions) client.StartWorkflowOptions {
 // Start starts, or joins, the MemoryWrite of in.Event; the returned run is the one
 // workflow of its idempotency key, finished or not.
 func Start(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput) (client.WorkflowRun, error) {
-	return c.ExecuteWorkflow(ctx, eager(StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey))), MemoryWriteWorkflowName, in)
+	opts, in := Prepare(taskQueue, in)
+	return c.ExecuteWorkflow(ctx, eager(opts), MemoryWriteWorkflowName, in)
 }
 
 // StartBatch starts, or joins, the MemoryWriteBatch of batchKey.
@@ -76,7 +96,7 @@ type Waited[R any] struct {
 // its outcome is known (Update-with-Start: no polling), or Running after wait. An
 // error is the workflow's failure, or the service's, or ctx's.
 func StartAndWait(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
-	opts := StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey))
+	opts, in := Prepare(taskQueue, in)
 	return startAndWait[MemoryWriteResult](ctx, c, opts, MemoryWriteWorkflowName, in, wait)
 }
 

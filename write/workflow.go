@@ -76,6 +76,8 @@ const (
 // regular activities in workflows started before it.
 type steps struct {
 	fast bool
+	// rev is the write's Revision: from 1 on, no GetVersion markers.
+	rev int
 	// batched, in a batch on the fast path, gathers what to embed so it is embedded
 	// in batches (flushIndex) rather than one Index per event.
 	batched *IndexInput
@@ -150,7 +152,7 @@ func markFailed(ctx workflow.Context, st steps, err error, in MarkFailedInput) {
 	if err == nil || (errors.As(err, &ae) && ae.Type() == ErrTypeIdempotencyConflict) {
 		return
 	}
-	if workflow.GetVersion(ctx, markFailedChange, workflow.DefaultVersion, markFailedVersion) < markFailedVersion {
+	if st.rev == 0 && workflow.GetVersion(ctx, markFailedChange, workflow.DefaultVersion, markFailedVersion) < markFailedVersion {
 		return
 	}
 	var a *MemoryActivities
@@ -190,15 +192,26 @@ func MemoryWrite(ctx workflow.Context, in MemoryWriteInput) (MemoryWriteResult, 
 }
 
 func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (res MemoryWriteResult, err error) {
-	st := steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
+	if in.Revision > WriteRevision {
+		// A newer binary started it: fail the task (it is retried) rather than run it
+		// as an older shape.
+		panic(fmt.Sprintf("write revision %d is newer than this worker's %d", in.Revision, WriteRevision))
+	}
+	st := steps{fast: true, rev: in.Revision}
+	if in.Revision == 0 {
+		st.fast = workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion
+	}
 	ev := in.Event
 	if err := ev.Validate(); err != nil {
 		return MemoryWriteResult{}, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
 	}
 	in = withDefaults(in)
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		memory.SearchAttrTenant.ValueSet(ev.TenantID), memory.SearchAttrKind.ValueSet(WriteKind),
-		SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)), SearchAttrReview.ValueSet(ReviewNone))
+	if in.Revision == 0 {
+		// From revision 1 on the starter sets them (Prepare).
+		_ = workflow.UpsertTypedSearchAttributes(ctx,
+			memory.SearchAttrTenant.ValueSet(ev.TenantID), memory.SearchAttrKind.ValueSet(WriteKind),
+			SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)), SearchAttrReview.ValueSet(ReviewNone))
+	}
 	// The review signal is registered up front so the Web UI lists it.
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
 	if err := registerReview(ctx, reviewCh, rv); err != nil {

@@ -1043,3 +1043,60 @@ func TestMemoryWriteBatchFailureMarksItsEventsFailed(t *testing.T) {
 	assert.Equal(t, []string{"b1", "b2"}, h.failed[0].Keys)
 	assert.Contains(t, h.failed[0].Reason, "boom")
 }
+
+// A write started by Prepare (WriteRevision) runs the same steps with its search
+// attributes set at start: it upserts none until it waits for review, and a failed
+// one is still marked FAILED.
+func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
+	_, in := Prepare("q", writeInput())
+	require.Equal(t, WriteRevision, in.Revision)
+
+	h := newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
+	res := h.run(in)
+	assert.Equal(t, WriteCommitted, res.Status)
+	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "commit", "index"}, withoutFirst(h.log, "index"))
+	assert.Empty(t, h.review, "no search attribute upsert on a write that needs no review")
+
+	h = reviewSetup(t, "reject")
+	h.signal(time.Hour, ReviewRequest{CandidateID: "c-rev", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}})
+	h.run(in)
+	assert.Equal(t, []string{ReviewPending, ReviewDone}, h.review)
+
+	h = newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
+		temporal.NewNonRetryableApplicationError("memory_key: too long for an index row", memory.ErrTypeBadInput, nil))
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	require.Len(t, h.failed, 1)
+	assert.Equal(t, []string{"ev-k1"}, h.failed[0].EventIDs)
+}
+
+// Prepare's options carry the search attributes erasure finds a user's writes by.
+func TestPrepareSetsSearchAttributes(t *testing.T) {
+	o, _ := Prepare("q", writeInput())
+	assert.Equal(t, MemoryWriteWorkflowID("acme", "k1"), o.ID)
+	sa := o.TypedSearchAttributes
+	for key, want := range map[temporal.SearchAttributeKeyKeyword]string{memory.SearchAttrTenant: "acme", SearchAttrSubject: "u1"} {
+		got, ok := sa.GetKeyword(key)
+		assert.True(t, ok, key.GetName())
+		assert.Equal(t, want, got, key.GetName())
+	}
+	assert.Equal(t, 2, sa.Size(), "no search attribute the write does not need")
+}
+
+// A write of a newer revision than this worker knows fails its workflow task (to be
+// retried on a newer worker) instead of running as an older shape.
+func TestMemoryWriteNewerRevisionIsNotRun(t *testing.T) {
+	h := newWriteHarness(t)
+	in := writeInput()
+	in.Revision = WriteRevision + 1
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	assert.Contains(t, h.env.GetWorkflowError().Error(), "newer than this worker's")
+	assert.Empty(t, h.records)
+}
