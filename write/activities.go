@@ -71,6 +71,9 @@ func badWriteInput(err error) error {
 type RecordInput struct {
 	Event      memory.IngestEvent `json:"event"`
 	WorkflowID string             `json:"workflow_id"`
+	// Embed: embed the turn and store its vector with it (Revision 1 on), rather
+	// than leave it to an Index step.
+	Embed bool `json:"embed,omitempty"`
 }
 
 // RecordResult tells the workflow what was stored and what extractors need around it.
@@ -89,6 +92,9 @@ type RecordResult struct {
 	// LocalExtract: the extractor runs in the worker's process (the rule extractor),
 	// so the workflow runs Extract as a local activity.
 	LocalExtract bool `json:"local_extract,omitempty"`
+	// Indexed: the evidence has its vector (Embed), or there is no embedder; else the
+	// workflow indexes it.
+	Indexed bool `json:"indexed,omitempty"`
 }
 
 // inProcess is an extractor that needs no network call (llm.RuleExtractor).
@@ -158,11 +164,21 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	if err != nil {
 		return RecordResult{}, err
 	}
-	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, &storage.Evidence{
+	row := &storage.Evidence{
 		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
 		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
 		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
-	}, storage.SearchText(own), storage.SearchText(prev))
+	}
+	if in.Embed && a.Embedder != nil {
+		// The vector goes in with the row: no Index step to read the text back and
+		// update it. An embedder that fails leaves the row without one, for Index.
+		if v, err := a.embedOne(ctx, embedText(prot.Redacted, row.Speaker, row.UserID)); err != nil {
+			activity.GetLogger(ctx).Warn("embedding the turn failed; the Index step will retry it", "error", err)
+		} else {
+			row.Embedding = v
+		}
+	}
+	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, row, storage.SearchText(own), storage.SearchText(prev))
 	if err != nil {
 		return RecordResult{}, err
 	}
@@ -171,7 +187,8 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 			return RecordResult{}, err
 		}
 	}
-	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned}
+	// An earlier attempt's row is returned as stored: it says whether it has a vector.
+	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned, Indexed: a.Embedder == nil || evd.Embedding != nil}
 	if ip, ok := a.Extractor.(inProcess); ok && ip.InProcess() {
 		res.LocalExtract = true
 	}
@@ -598,6 +615,15 @@ type CommitInput struct {
 	WorkflowID string                        `json:"workflow_id"`
 	Items      []Governed                    `json:"items"`
 	Verdicts   map[string]governance.Verdict `json:"verdicts,omitempty"` // by candidate id
+	// Embed: embed the facts it writes and store their vectors with them (Revision 1
+	// on), rather than leave them to an Index step.
+	Embed bool `json:"embed,omitempty"`
+
+	// vectors are the embeddings of the contents the accepted items should write,
+	// computed before the transaction (no lock is held while embedding); indexed
+	// collects the facts written with one.
+	vectors map[string]*pgvector.Vector
+	indexed map[string]bool
 }
 
 // CommittedResult is the final outcome of one candidate.
@@ -615,6 +641,9 @@ type CommittedResult struct {
 type CommitResult struct {
 	Results []CommittedResult `json:"results"`
 	FactIDs []string          `json:"fact_ids,omitempty"`
+	// Indexed are the FactIDs written with their vector (Embed): the workflow
+	// indexes the rest.
+	Indexed []string `json:"indexed,omitempty"`
 }
 
 // Commit applies every decision in one transaction: fact revisions, evidence links,
@@ -628,7 +657,11 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 	if err != nil {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeUnknownSchema, err)
 	}
+	if in.Embed && a.Embedder != nil {
+		in.vectors, in.indexed = a.embedAccepted(ctx, in), map[string]bool{}
+	}
 	err = a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		clear(in.indexed) // a retried transaction starts over
 		if _, err := storage.LockEvent(ctx, tx, tenant, in.EventID); err != nil {
 			return err
 		}
@@ -682,7 +715,55 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 		// The event is COMMITTED once none of its candidates waits for a review.
 		return storage.SettleEventStatus(ctx, tx, tenant, in.EventID)
 	})
+	for _, id := range out.FactIDs {
+		if in.indexed[id] {
+			out.Indexed = append(out.Indexed, id)
+		}
+	}
 	return out, err
+}
+
+// embedAccepted embeds, in one call, the content each item would write as a fact
+// if accepted (an item rejected for good, by governance or its reviewer, is left
+// out), keyed by that content. A content the transaction ends up writing
+// differently is simply not found and left to Index; an embedder that fails leaves
+// them all to Index.
+func (a *MemoryActivities) embedAccepted(ctx context.Context, in CommitInput) map[string]*pgvector.Vector {
+	var texts []string
+	for _, it := range in.Items {
+		v, reviewed := in.Verdicts[it.CandidateID]
+		if it.Decision.Status == memory.CandidateRejected || (reviewed && v.Kind == governance.VerdictReject) || it.Proposal.MemoryKey == "" {
+			continue
+		}
+		c := it.Candidate
+		if reviewed && v.Kind == governance.VerdictEdit && v.Object != c.Object {
+			c.Content = strings.Replace(c.Content, c.Object, v.Object, 1)
+			c.Object = v.Object
+		}
+		texts = append(texts, factContent(c))
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	vecs, err := a.Embedder.Embed(ctx, texts)
+	if err != nil || len(vecs) != len(texts) {
+		activity.GetLogger(ctx).Warn("embedding the facts failed; the Index step will retry them", "error", err)
+		return nil
+	}
+	out := make(map[string]*pgvector.Vector, len(texts))
+	for i, t := range texts {
+		v := pgvector.NewVector(vecs[i])
+		out[t] = &v
+	}
+	return out
+}
+
+// factContent is the text a fact revision of c stores (and is embedded from).
+func factContent(c memory.Candidate) string {
+	if c.Content != "" {
+		return c.Content
+	}
+	return strings.TrimSpace(c.Subject + " " + c.Predicate + " " + c.Object)
 }
 
 func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed) (CommittedResult, string, error) {
@@ -789,9 +870,8 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 			f.UserID = "" // a shared fact is not owned by the user who said it
 			f.OwnerType, f.OwnerID = string(ref.Scope), ref.DepartmentID
 		}
-		if f.Content == "" {
-			f.Content = strings.TrimSpace(c.Subject + " " + c.Predicate + " " + c.Object)
-		}
+		f.Content = factContent(c)
+		f.Embedding = in.vectors[f.Content]
 		if f.Confidence == 0 {
 			f.Confidence = clamp01(c.Confidence)
 		}
@@ -807,6 +887,9 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		wf, err := storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
 		if err != nil {
 			return "", err
+		}
+		if f.Embedding != nil {
+			in.indexed[wf.ID] = true
 		}
 		if err := storage.LinkFactEvidence(ctx, tx, tenant, wf.ID, in.EvidenceID, memory.RelSupport); err != nil {
 			return "", err
@@ -904,12 +987,7 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		texts := make([]string, len(rows))
 		for i, r := range rows {
 			// Vectors are built from the clear (redacted) text, never the sealed column.
-			texts[i] = r.Content
-			// A turn said by a named person is embedded as "Name: text", so "what did
-			// Maya …" finds what Maya said.
-			if _, name, ok := strings.Cut(r.Speaker, ":"); ok && name != "" && name != r.UserID && llm.SpeakerSubject(name) != "user" {
-				texts[i] = name + ": " + texts[i]
-			}
+			texts[i] = embedText(r.Content, r.Speaker, r.UserID)
 		}
 		vecs, err := a.Embedder.Embed(ctx, texts)
 		if err != nil {
@@ -922,6 +1000,29 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		}
 	}
 	return nil
+}
+
+// embedText is what a row's vector is built from: its clear text, and for a turn
+// said by a named person "Name: text", so "what did Maya …" finds what Maya said.
+// speaker is the evidence's ("USER:maya"); a fact has none.
+func embedText(content, speaker, userID string) string {
+	if _, name, ok := strings.Cut(speaker, ":"); ok && name != "" && name != userID && llm.SpeakerSubject(name) != "user" {
+		return name + ": " + content
+	}
+	return content
+}
+
+// embedOne embeds one text.
+func (a *MemoryActivities) embedOne(ctx context.Context, text string) (*pgvector.Vector, error) {
+	vecs, err := a.Embedder.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	if len(vecs) != 1 {
+		return nil, fmt.Errorf("the embedder returned %d vectors for 1 text", len(vecs))
+	}
+	v := pgvector.NewVector(vecs[0])
+	return &v, nil
 }
 
 // MarkEventInput records a final event status that is not a commit.

@@ -3,6 +3,7 @@ package write
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,6 +83,11 @@ type steps struct {
 	// in batches (flushIndex) rather than one Index per event.
 	batched *IndexInput
 }
+
+// embeds is whether Record and Commit store the vectors of what they write
+// (Revision 1 on): one Index step fewer, and no reading the text back, per write.
+// A batch gathers its vectors in flushIndex instead.
+func (s steps) embeds() bool { return s.rev >= 1 && s.batched == nil }
 
 // index embeds in (the turn or the facts of one event) now, or adds it to the
 // batch's; the future is nil when added.
@@ -276,7 +282,7 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	w := &written{}
-	if err := st.db(ctx, a.Record, RecordInput{Event: ev, WorkflowID: wfID}).Get(ctx, &w.rec); err != nil {
+	if err := st.db(ctx, a.Record, RecordInput{Event: ev, WorkflowID: wfID, Embed: st.embeds()}).Get(ctx, &w.rec); err != nil {
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
@@ -295,7 +301,9 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		what string
 		f    workflow.Future
 	}{}
-	if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
+	if w.rec.Indexed {
+		// Record stored the turn's vector.
+	} else if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
 		side = append(side, struct {
 			what string
 			f    workflow.Future
@@ -399,16 +407,18 @@ func (w *written) commit(ctx workflow.Context, st steps, ev memory.IngestEvent, 
 		gov[i] = p.item
 	}
 	var com CommitResult
-	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts}
+	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts, Embed: st.embeds()}
 	if err := st.db(ctx, a.Commit, in).Get(ctx, &com); err != nil {
 		return err
 	}
 	w.res.Results = append(w.res.Results, com.Results...)
 	// Vectors are an index, not the truth: a failed index leaves the commit intact.
-	if len(com.FactIDs) == 0 {
+	// Facts Commit stored with their vector need none.
+	toIndex := slices.DeleteFunc(slices.Clone(com.FactIDs), func(id string) bool { return slices.Contains(com.Indexed, id) })
+	if len(toIndex) == 0 {
 		return nil
 	}
-	f := st.index(ctx, IndexInput{TenantID: ev.TenantID, FactIDs: com.FactIDs})
+	f := st.index(ctx, IndexInput{TenantID: ev.TenantID, FactIDs: toIndex})
 	if f == nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,10 @@ type writeHarness struct {
 	started  time.Time   // workflow clock when Record ran
 	commitAt []time.Time // workflow clock when each Commit ran
 	indexErr error       // what Index returns
+	// With Embed (Revision 1): Record stores the turn's vector unless turnUnembedded;
+	// Commit stores the facts' vectors but those of factsUnembedded.
+	turnUnembedded  bool
+	factsUnembedded []string
 }
 
 func newWriteHarness(t *testing.T) *writeHarness {
@@ -74,7 +79,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			if h.started.IsZero() {
 				h.started = h.env.Now()
 			}
-			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true}, nil
+			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded}, nil
 		})
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
 	h.env.OnActivity(wa.Index, mock.Anything, mock.Anything).Return(
@@ -137,6 +142,9 @@ func (h *writeHarness) commit(ctx context.Context, in CommitInput) (CommitResult
 		if r.Status == memory.CandidateAccepted {
 			r.FactID = "fact-" + it.CandidateID
 			out.FactIDs = append(out.FactIDs, r.FactID)
+			if in.Embed && !slices.Contains(h.factsUnembedded, r.FactID) {
+				out.Indexed = append(out.Indexed, r.FactID)
+			}
 		}
 		out.Results = append(out.Results, r)
 	}
@@ -1057,8 +1065,23 @@ func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
 	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
-	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "commit", "index"}, withoutFirst(h.log, "index"))
+	// Record and Commit stored the vectors: no Index step.
+	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "commit"}, h.log)
+	assert.True(t, h.records[0].Embed)
+	assert.True(t, h.commits[0].Embed)
 	assert.Empty(t, h.review, "no search attribute upsert on a write that needs no review")
+
+	// What Record or Commit could not embed is left to Index.
+	h = newWriteHarness(t)
+	h.turnUnembedded, h.factsUnembedded = true, []string{"fact-c2"}
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"), governed("c2", memory.CandidateAccepted, "reject"))
+	h.run(in)
+	assert.ElementsMatch(t, []IndexInput{
+		{TenantID: "acme", EvidenceIDs: []string{"evd-k1"}},
+		{TenantID: "acme", FactIDs: []string{"fact-c2"}},
+	}, h.indexes)
 
 	h = reviewSetup(t, "reject")
 	h.signal(time.Hour, ReviewRequest{CandidateID: "c-rev", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}})

@@ -28,7 +28,7 @@ import (
 
 // histories are the recorded histories, by file name under testdata.
 var histories = []string{
-	"memorywrite_review_v0.json", // before the fast path (activities, no version markers)
+	"memorywrite_review_v0.json",   // before the fast path (activities, no version markers)
 	"memorywrite_review_rev0.json", // the fast path, versioned by GetVersion markers (Revision 0)
 	"memorywrite_fast_rev0.json",
 	"memorywrite_review.json", // Revision 1: search attributes set at start, no markers

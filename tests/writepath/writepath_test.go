@@ -173,7 +173,7 @@ func TestSeedDirectFlightPreference(t *testing.T) {
 	assert.Equal(t, memory.TypePreference, f.MemoryType)
 	assert.Equal(t, memory.OriginStated, f.Origin)
 	assert.Equal(t, "direct", f.Object)
-	// The vector index was filled by the Index step.
+	// The fact has its vector (stored by Commit).
 	assert.Equal(t, 1, e.count("facts", "id = ? AND embedding IS NOT NULL", f.ID))
 }
 
@@ -279,6 +279,10 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 			assert.NotEmpty(t, c.Reviewer)
 			f := find(e.active("t1", user), "seat", memory.ScopeUser)
 			assert.Equal(t, tc.active, f != nil)
+			if f != nil {
+				// Committed after the review, with its vector.
+				assert.Equal(t, 1, e.count("facts", "id = ? AND embedding IS NOT NULL", f.ID))
+			}
 		})
 	}
 	t.Run("real timeout applies the schema default", func(t *testing.T) {

@@ -1,0 +1,80 @@
+package writepath
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pgvector/pgvector-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write"
+)
+
+// A write of the current revision stores the turn's and the fact's vectors with
+// their rows (Record and Commit embed them): no Index step in its history, and the
+// vectors are the ones the Index step of a revision-0 write stores for the same
+// texts, a named speaker's turn prefixed with the name.
+func TestVectorsAreStoredWithTheRows(t *testing.T) {
+	e := newEnv(t, llm.NewRuleExtractor())
+	ctx := context.Background()
+	text := "我以后尽量都坐直飞"
+	ng := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+
+	// Revision 1, said by Maya in user u1's conversation.
+	ev := event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
+	ev.ActorID = "Maya"
+	run := e.start(write.MemoryWriteInput{Event: ev})
+	res := e.wait(run)
+	require.Equal(t, write.WriteCommitted, res.Status)
+	require.Len(t, res.Results, 1)
+	require.NotEmpty(t, res.Results[0].FactID)
+
+	// Revision 0 (started as an older binary did): the Index step embeds.
+	old := event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
+	old.ActorID = "Maya"
+	orun, err := e.c.ExecuteWorkflow(ctx, write.StartOptions(e.queue, write.MemoryWriteWorkflowID(old.TenantID, old.IdempotencyKey)), write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: old})
+	require.NoError(t, err)
+	ores := e.wait(orun)
+	require.Len(t, ores.Results, 1)
+
+	var facts []struct {
+		ID        string          `bun:"id"`
+		Content   string          `bun:"content"`
+		Embedding pgvector.Vector `bun:"embedding"`
+	}
+	require.NoError(t, e.st.DB().NewSelect().Table("facts").Column("id", "content", "embedding").
+		Where("tenant_id = 't1' AND id IN (?, ?)", res.Results[0].FactID, ores.Results[0].FactID).Scan(ctx, &facts))
+	require.Len(t, facts, 2)
+	assert.Equal(t, facts[0].Content, facts[1].Content)
+	assert.Equal(t, facts[0].Embedding.Slice(), facts[1].Embedding.Slice(), "the same vector either way")
+
+	want, err := ng.Embed(ctx, []string{"Maya: " + text})
+	require.NoError(t, err)
+	for _, id := range []string{res.EvidenceID, ores.EvidenceID} {
+		var turn pgvector.Vector
+		require.NoError(t, e.st.DB().NewSelect().Table("evidence").Column("embedding").
+			Where("tenant_id = 't1' AND id = ?", id).Scan(ctx, &turn))
+		assert.Equal(t, want[0], turn.Slice(), "a named speaker's turn is embedded as \"Name: text\", either way")
+	}
+
+	// The history: Record, Extract, Validate, Govern and Commit; no Index.
+	count := func(id string) (local map[string]int) {
+		local = map[string]int{}
+		it := e.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			h, err := it.Next()
+			require.NoError(t, err)
+			if m := h.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
+				local["any"]++
+			}
+		}
+		return local
+	}
+	assert.Less(t, count(run.GetID())["any"], count(orun.GetID())["any"], "fewer local activities than a revision-0 write")
+}
