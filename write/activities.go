@@ -74,6 +74,19 @@ type RecordInput struct {
 	// Embed: embed the turn and store its vector with it (Revision 1 on), rather
 	// than leave it to an Index step.
 	Embed bool `json:"embed,omitempty"`
+	// ExtractAttempts, when set (Revision 1 on), has Record run an in-process
+	// extractor itself, with validation and up to this many attempts (Extracted):
+	// two steps fewer, and the recent turns and known entities never leave the
+	// worker. An LLM extractor is left to the Extract step.
+	ExtractAttempts int `json:"extract_attempts,omitempty"`
+}
+
+// Extracted is what Record's in-process extraction made of the event.
+type Extracted struct {
+	Candidates []memory.Candidate `json:"candidates,omitempty"`
+	Attempts   int                `json:"attempts"`
+	// Errors are the last attempt's validation errors when no attempt validated.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // RecordResult tells the workflow what was stored and what extractors need around it.
@@ -95,6 +108,9 @@ type RecordResult struct {
 	// Indexed: the evidence has its vector (Embed), or there is no embedder; else the
 	// workflow indexes it.
 	Indexed bool `json:"indexed,omitempty"`
+	// Extracted is set when Record extracted (ExtractAttempts and an in-process
+	// extractor); Recent and Known are then left out.
+	Extracted *Extracted `json:"extracted,omitempty"`
 }
 
 // inProcess is an extractor that needs no network call (llm.RuleExtractor).
@@ -209,7 +225,56 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	for _, en := range ents {
 		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
 	}
+	if in.ExtractAttempts > 0 && res.LocalExtract {
+		pe := e
+		if pinned != "" {
+			pe.Schema = pinned
+		}
+		x, err := a.extractValidated(ctx, pe, res, in.ExtractAttempts)
+		if err != nil {
+			// Left to the Extract step, with its retry policy.
+			activity.GetLogger(ctx).Warn("in-process extraction failed; the Extract step will retry it", "error", err)
+		} else {
+			res.Extracted, res.Recent, res.Known = x, nil, nil
+		}
+	}
 	return res, nil
+}
+
+// extractValidated runs the extractor and validates its output, feeding the errors
+// back, for up to attempts attempts, as the workflow's Extract and Validate steps do.
+func (a *MemoryActivities) extractValidated(ctx context.Context, e memory.IngestEvent, rec RecordResult, attempts int) (*Extracted, error) {
+	x := &Extracted{}
+	var feedback []string
+	for attempt := 1; attempt <= attempts; attempt++ {
+		x.Attempts = attempt
+		out, err := a.Extract(ctx, ExtractInput{Event: e, Text: rec.Stored, Recent: rec.Recent, Known: rec.Known, Feedback: feedback})
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.Validate(ctx, ValidateInput{TenantID: e.TenantID, Schema: e.Schema, Raw: out.Raw})
+		if err != nil {
+			return nil, err
+		}
+		if len(v.Errors) == 0 {
+			x.Candidates = namedExtractor(v.Candidates, out)
+			return x, nil
+		}
+		feedback = v.Errors
+	}
+	x.Errors = feedback
+	return x, nil
+}
+
+// namedExtractor has every candidate name the extractor that proposed it (an LLM
+// is told to leave these fields to us).
+func namedExtractor(cands []memory.Candidate, out llm.ExtractOutput) []memory.Candidate {
+	for i := range cands {
+		if cands[i].Extractor == "" {
+			cands[i].Extractor, cands[i].Version = out.Extractor, out.Version
+		}
+	}
+	return cands
 }
 
 // previousTurn is the clear text of the user's turn just before e (in e's session

@@ -84,10 +84,11 @@ type steps struct {
 	batched *IndexInput
 }
 
-// embeds is whether Record and Commit store the vectors of what they write
-// (Revision 1 on): one Index step fewer, and no reading the text back, per write.
-// A batch gathers its vectors in flushIndex instead.
-func (s steps) embeds() bool { return s.rev >= 1 && s.batched == nil }
+// inline is whether Record and Commit do in-process what separate steps did before
+// Revision 1: store the vectors of what they write (no Index step reading the text
+// back) and, for an in-process extractor, extract and validate in Record. A batch
+// gathers its vectors in flushIndex instead.
+func (s steps) inline() bool { return s.rev >= 1 && s.batched == nil }
 
 // index embeds in (the turn or the facts of one event) now, or adds it to the
 // batch's; the future is nil when added.
@@ -282,7 +283,11 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	w := &written{}
-	if err := st.db(ctx, a.Record, RecordInput{Event: ev, WorkflowID: wfID, Embed: st.embeds()}).Get(ctx, &w.rec); err != nil {
+	rin := RecordInput{Event: ev, WorkflowID: wfID, Embed: st.inline()}
+	if st.inline() {
+		rin.ExtractAttempts = in.ExtractAttempts
+	}
+	if err := st.db(ctx, a.Record, rin).Get(ctx, &w.rec); err != nil {
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
@@ -332,7 +337,12 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 
 	var cands []memory.Candidate
 	var feedback []string
-	for attempt := 1; attempt <= in.ExtractAttempts; attempt++ {
+	attempts := in.ExtractAttempts
+	if x := w.rec.Extracted; x != nil {
+		// Record extracted and validated (an in-process extractor, Revision 1 on).
+		w.res.Attempts, cands, feedback, attempts = x.Attempts, x.Candidates, x.Errors, 0
+	}
+	for attempt := 1; attempt <= attempts; attempt++ {
 		w.res.Attempts = attempt
 		var out llm.ExtractOutput
 		err := st.extract(ctx, w.rec.LocalExtract, ExtractInput{Event: ev, Text: w.rec.Stored, Recent: w.rec.Recent, Known: w.rec.Known, Feedback: feedback}).Get(ctx, &out)
@@ -348,14 +358,7 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 			return w, err
 		}
 		if len(v.Errors) == 0 {
-			cands, feedback = v.Candidates, nil
-			// Every candidate names the extractor that proposed it (an LLM is told to
-			// leave these fields to us).
-			for i := range cands {
-				if cands[i].Extractor == "" {
-					cands[i].Extractor, cands[i].Version = out.Extractor, out.Version
-				}
-			}
+			cands, feedback = namedExtractor(v.Candidates, out), nil
 			break
 		}
 		logger.Info("extraction did not validate", "attempt", attempt, "errors", len(v.Errors))
@@ -407,7 +410,7 @@ func (w *written) commit(ctx workflow.Context, st steps, ev memory.IngestEvent, 
 		gov[i] = p.item
 	}
 	var com CommitResult
-	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts, Embed: st.embeds()}
+	in := CommitInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: gov, Verdicts: verdicts, Embed: st.inline()}
 	if err := st.db(ctx, a.Commit, in).Get(ctx, &com); err != nil {
 		return err
 	}

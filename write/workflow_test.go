@@ -56,6 +56,8 @@ type writeHarness struct {
 	// Commit stores the facts' vectors but those of factsUnembedded.
 	turnUnembedded  bool
 	factsUnembedded []string
+	// recordExtracts is what Record returns as Extracted when asked to extract.
+	recordExtracts *Extracted
 }
 
 func newWriteHarness(t *testing.T) *writeHarness {
@@ -79,7 +81,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			if h.started.IsZero() {
 				h.started = h.env.Now()
 			}
-			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded}, nil
+			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in)}, nil
 		})
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
 	h.env.OnActivity(wa.Index, mock.Anything, mock.Anything).Return(
@@ -120,6 +122,13 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		h.mu.Unlock()
 	})
 	return h
+}
+
+func (h *writeHarness) extractedBy(in RecordInput) *Extracted {
+	if in.ExtractAttempts == 0 {
+		return nil
+	}
+	return h.recordExtracts
 }
 
 // commit is the Commit mock: ACCEPTED items become facts; a verdict decides a reviewed one.
@@ -1122,4 +1131,36 @@ func TestMemoryWriteNewerRevisionIsNotRun(t *testing.T) {
 	require.Error(t, h.env.GetWorkflowError())
 	assert.Contains(t, h.env.GetWorkflowError().Error(), "newer than this worker's")
 	assert.Empty(t, h.records)
+}
+
+// Revision 1 with an in-process extractor: Record extracts and validates, so the
+// write has no Extract or Validate step; a Record whose extraction never validated
+// makes the event UNPARSED with the errors, as the steps did.
+func TestMemoryWriteRecordExtracts(t *testing.T) {
+	_, in := Prepare("q", writeInput())
+	h := newWriteHarness(t)
+	h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
+	res := h.run(in)
+	assert.Equal(t, WriteCommitted, res.Status)
+	assert.Equal(t, []string{"record:k1", "govern:k1", "commit"}, h.log)
+	assert.Equal(t, 3, h.records[0].ExtractAttempts)
+	assert.Equal(t, []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}, h.governs[0].Candidates)
+
+	h = newWriteHarness(t)
+	h.recordExtracts = &Extracted{Attempts: 3, Errors: []string{"candidates[0].predicate: unknown"}}
+	res = h.run(in)
+	assert.Equal(t, WriteUnparsed, res.Status)
+	assert.Equal(t, 3, res.Attempts)
+	assert.Contains(t, res.Reason, "did not validate after 3 attempts: candidates[0].predicate: unknown")
+	require.Len(t, h.marks, 1)
+	assert.Equal(t, memory.EventUnparsed, h.marks[0].Status)
+
+	// Nothing extracted by Record (an LLM extractor): the steps run.
+	h = newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways()
+	res = h.run(in)
+	assert.Equal(t, WriteNoMemory, res.Status)
+	assert.Equal(t, []string{"record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
 }
