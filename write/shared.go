@@ -63,8 +63,10 @@ type MemoryWriteInput struct {
 // revision up to it, and fails the workflow task of a newer one (so a worker of
 // the newer binary picks it up) rather than run it as an older shape.
 //
-//	1: the fast path (local activities, as fastWriteVersion), with the search
-//	   attributes set at start (no upsert) and no version markers.
+//	1: the fast path (local activities, as fastWriteVersion) with no version
+//	   markers and no search attributes unless refused during an erasure or
+//	   waiting for review (Prepare); Record embeds the turn and runs an in-process
+//	   extractor, Commit embeds the facts.
 const WriteRevision = 1
 
 // Write outcomes.

@@ -9,11 +9,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/engramhq/engram/governance"
-	"github.com/engramhq/engram/memory"
 )
 
 // UpdateOutcome is the update that answers once a write's outcome is known: it
@@ -45,17 +43,16 @@ func StartOptions(taskQueue, workflowID string) client.StartWorkflowOptions {
 	}
 }
 
-// Prepare is how a new single write is started: its options (StartOptions, with
-// the search attributes erasure finds a user's writes by, EngramTenant and
-// EngramSubject, set at start so the workflow upserts none) and its input at the
-// current WriteRevision. EngramReview is set when a candidate waits for review;
-// EngramKind is left out (the workflow type says it): every search attribute costs
-// the visibility store a write's worth of CPU (engram bench write measures it).
+// Prepare is how a new single write is started: its options (StartOptions) and its
+// input at the current WriteRevision. A write starts with no search attributes:
+// each one costs the dev server's SQLite visibility store about 3 ms of CPU per
+// write (engram bench write's bare-Temporal row with and without them), while
+// erasure finds a user's single writes by the workflow ids on their events in
+// Postgres. The write sets EngramTenant and EngramSubject itself when Postgres may
+// not name it (refused during an erasure, so the erasure's last sweep finds it) and
+// when a candidate waits for review (with EngramReview, for the Web UI).
 func Prepare(taskQueue string, in MemoryWriteInput) (client.StartWorkflowOptions, MemoryWriteInput) {
-	ev := in.Event
-	o := StartOptions(taskQueue, MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey))
-	o.TypedSearchAttributes = temporal.NewSearchAttributes(
-		memory.SearchAttrTenant.ValueSet(ev.TenantID), SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)))
+	o := StartOptions(taskQueue, MemoryWriteWorkflowID(in.Event.TenantID, in.Event.IdempotencyKey))
 	if in.Revision == 0 {
 		in.Revision = WriteRevision
 	}

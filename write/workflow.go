@@ -228,10 +228,19 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (re
 		markFailed(ctx, st, err, MarkFailedInput{TenantID: ev.TenantID, EventIDs: nonEmpty(res.EventID), Keys: []string{ev.IdempotencyKey}})
 	}()
 	w, err := writeEvent(ctx, st, in, ev, rv)
+	var ae *temporal.ApplicationError
+	if st.rev >= 1 && errors.As(err, &ae) && ae.Type() == ErrTypeErasureInProgress {
+		// Refused while the user is erased: the erasure's last sweep finds this
+		// history (the event's content is in its input) by these.
+		upsertSubject(ctx, ev)
+	}
 	if err != nil || w.res.Status != WriteCommitted {
 		return w.res, err
 	}
 	if len(w.pending) > 0 {
+		if st.rev >= 1 {
+			upsertSubject(ctx, ev) // reviewers filter a tenant's pending writes
+		}
 		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
@@ -240,6 +249,11 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (re
 		}
 	}
 	return w.res, nil
+}
+
+// upsertSubject sets the search attributes a revision-1 write does not start with.
+func upsertSubject(ctx workflow.Context, ev memory.IngestEvent) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(ev.TenantID), SearchAttrSubject.ValueSet(subjectAttr(ev.UserID)))
 }
 
 func nonEmpty(s ...string) []string {

@@ -49,6 +49,7 @@ type writeHarness struct {
 	marks    []MarkEventInput
 	failed   []MarkFailedInput
 	review   []string    // values the EngramReview search attribute was set to
+	subjects []string    // values the EngramSubject search attribute was set to
 	started  time.Time   // workflow clock when Record ran
 	commitAt []time.Time // workflow clock when each Commit ran
 	indexErr error       // what Index returns
@@ -58,6 +59,7 @@ type writeHarness struct {
 	factsUnembedded []string
 	// recordExtracts is what Record returns as Extracted when asked to extract.
 	recordExtracts *Extracted
+	recordErr      error // what Record fails with
 }
 
 func newWriteHarness(t *testing.T) *writeHarness {
@@ -80,6 +82,9 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.log = append(h.log, "record:"+in.Event.IdempotencyKey)
 			if h.started.IsZero() {
 				h.started = h.env.Now()
+			}
+			if h.recordErr != nil {
+				return RecordResult{}, h.recordErr
 			}
 			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in)}, nil
 		})
@@ -110,10 +115,13 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		})
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		if v, ok := sa.GetKeyword(SearchAttrReview); ok {
-			h.mu.Lock()
 			h.review = append(h.review, v)
-			h.mu.Unlock()
+		}
+		if v, ok := sa.GetKeyword(SearchAttrSubject); ok {
+			h.subjects = append(h.subjects, v)
 		}
 	}).Return(nil)
 	h.env.SetOnTimerFiredListener(func(string) {
@@ -1108,17 +1116,31 @@ func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
 	assert.Equal(t, []string{"ev-k1"}, h.failed[0].EventIDs)
 }
 
-// Prepare's options carry the search attributes erasure finds a user's writes by.
-func TestPrepareSetsSearchAttributes(t *testing.T) {
-	o, _ := Prepare("q", writeInput())
+// Prepare starts a write with no search attributes (each costs the visibility store
+// CPU on every write); one refused during an erasure sets its tenant and subject, so
+// the erasure's last sweep finds its history, and so does one waiting for review.
+func TestPrepareSetsNoSearchAttributes(t *testing.T) {
+	o, in := Prepare("q", writeInput())
 	assert.Equal(t, MemoryWriteWorkflowID("acme", "k1"), o.ID)
-	sa := o.TypedSearchAttributes
-	for key, want := range map[temporal.SearchAttributeKeyKeyword]string{memory.SearchAttrTenant: "acme", SearchAttrSubject: "u1"} {
-		got, ok := sa.GetKeyword(key)
-		assert.True(t, ok, key.GetName())
-		assert.Equal(t, want, got, key.GetName())
-	}
-	assert.Equal(t, 2, sa.Size(), "no search attribute the write does not need")
+	assert.Zero(t, o.TypedSearchAttributes.Size())
+
+	h := newWriteHarness(t)
+	h.recordErr = temporal.NewNonRetryableApplicationError("user is being erased", ErrTypeErasureInProgress, nil)
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	assert.Equal(t, []string{"u1"}, h.subjects)
+
+	h = reviewSetup(t, "reject")
+	h.signal(time.Hour, ReviewRequest{CandidateID: "c-rev", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}})
+	h.run(in)
+	assert.Equal(t, []string{"u1"}, h.subjects)
+
+	h = newWriteHarness(t)
+	h.extractAlways()
+	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
+	h.run(in)
+	assert.Empty(t, h.subjects)
 }
 
 // A write of a newer revision than this worker knows fails its workflow task (to be
