@@ -42,6 +42,7 @@ func benchWriteCmd() *cobra.Command {
 		writes, acks       int
 		batchTurns, batch  int
 		users              int
+		rounds             int
 		asJSON, keep       bool
 		cpuProfile         string
 	)
@@ -61,7 +62,8 @@ It prints p50/p95/p99 latency, writes/s and errors per measurement (--json: the 
 JSON), with the CPU each call burnt in this process, the temporal server and
 postgres; beside each, "bare temporal": the same eager start of an empty workflow
 on the same server, answered by its result (or, beside the acknowledgement, not
-waited for), which is the floor under the write figures; and where a single caller's write spends its time: each step of the write path
+waited for), which is the floor under the write figures, measured in --rounds rounds
+alternating with the writes' so a machine whose speed drifts affects both alike; and where a single caller's write spends its time: each step of the write path
 (time inside the activity, local or not), the embedder, and what is left, which is the
 API, the Temporal server's round trips and the worker's scheduling. It also reads the
 history of a few writes and counts their workflow tasks and activities.
@@ -77,7 +79,10 @@ from loading (or being loaded by) others.`,
 			if writes < 0 || acks < 0 || batchTurns < 0 || batch <= 0 || batch > 500 || users <= 0 {
 				return fmt.Errorf("--writes, --acks and --batch-turns must not be negative, --batch-size is 1 to 500, --users positive")
 			}
-			b := &writeBench{users: users, tenant: "bench-" + uuid.NewString()[:8]}
+			if rounds < 1 {
+				return fmt.Errorf("--rounds must be at least 1, not %d", rounds)
+			}
+			b := &writeBench{users: users, rounds: rounds, tenant: "bench-" + uuid.NewString()[:8]}
 			msgs := cmd.OutOrStdout()
 			if asJSON {
 				msgs = os.Stderr
@@ -98,6 +103,7 @@ from loading (or being loaded by) others.`,
 	f := cmd.Flags()
 	f.StringVar(&concurrency, "concurrency", "1,8,32", "concurrent callers of Ingest with wait, comma separated")
 	f.IntVar(&writes, "writes", 200, "writes per concurrency level")
+	f.IntVar(&rounds, "rounds", 4, "rounds each concurrency level's writes (and as many bare-Temporal calls) are split into, alternating write and bare rounds so both see the same machine")
 	f.IntVar(&acks, "acks", 200, "Ingest calls without wait (0: skip)")
 	f.IntVar(&batchTurns, "batch-turns", 6000, "turns of conversation in the batch import (0: skip)")
 	f.IntVar(&batch, "batch-size", 500, "events per batch Ingest call")
@@ -111,6 +117,7 @@ from loading (or being loaded by) others.`,
 
 type writeBench struct {
 	users  int
+	rounds int // interleaved rounds of each Ingest+wait level and its bare row
 	tenant string
 	apiKey string
 	seq    atomic.Int64
@@ -242,13 +249,34 @@ func readCPU() cpuReading {
 
 // perCall is the CPU each of n calls burnt since r, or nil when it cannot be read.
 func (r cpuReading) perCall(n int) *callCPU {
-	z := readCPU()
-	if !r.ok || !z.ok || n == 0 {
+	var u cpuUse
+	u.add(r, readCPU())
+	return u.perCall(n)
+}
+
+// cpuUse adds up the CPU of measured stretches.
+type cpuUse struct {
+	self, temporal, postgres time.Duration
+	bad                      bool
+}
+
+func (u *cpuUse) add(from, to cpuReading) {
+	if !from.ok || !to.ok {
+		u.bad = true
+		return
+	}
+	servers := cpustat.Since(from.servers, to.servers)
+	u.self += to.self - from.self
+	u.temporal += servers["temporal"]
+	u.postgres += servers["postgres"]
+}
+
+func (u cpuUse) perCall(n int) *callCPU {
+	if u.bad || n == 0 {
 		return nil
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
-	servers := cpustat.Since(r.servers, z.servers)
-	return &callCPU{Engine: ms(z.self - r.self), Temporal: ms(servers["temporal"]), Postgres: ms(servers["postgres"])}
+	return &callCPU{Engine: ms(u.self), Temporal: ms(u.temporal), Postgres: ms(u.postgres)}
 }
 
 func newWriteStats(name string, conc int, lat []time.Duration, errs int, firstErr string, wall time.Duration, done int) writeStats {
@@ -308,23 +336,61 @@ func okStatus(s engramv1.WriteStatus) bool {
 // calls runs n calls of one at conc at once and measures them: the latencies of
 // the calls that succeeded, the errors, and the CPU they all burnt.
 func calls(ctx context.Context, name string, conc, n int, one func(ctx context.Context, i int) error) writeStats {
+	var p pooled
+	p.measure(ctx, conc, n, one)
+	return p.stats(name, conc)
+}
+
+// interleaved measures a and its comparator b (a write and the bare-Temporal
+// floor under it) in rounds that alternate between them, n calls of each in all,
+// and pools each one's rounds. On a machine whose speed drifts during a run (a
+// shared one, or a Temporal dev server slowing as its database grows) both are
+// measured across the same stretch of time.
+func interleaved(ctx context.Context, conc, n, rounds int, nameA string, a func(context.Context, int) error, nameB string, b func(context.Context, int) error) (writeStats, writeStats) {
+	rounds = max(1, min(rounds, n))
+	var pa, pb pooled
+	for r := range rounds {
+		k := n / rounds
+		if r < n%rounds {
+			k++
+		}
+		pa.measure(ctx, conc, k, a)
+		pb.measure(ctx, conc, k, b)
+	}
+	return pa.stats(nameA, conc), pb.stats(nameB, conc)
+}
+
+// pooled gathers the calls of one or more measured stretches.
+type pooled struct {
+	lat      []time.Duration
+	calls    int
+	errs     int
+	firstErr string
+	wall     time.Duration
+	cpu      cpuUse
+}
+
+func (p *pooled) measure(ctx context.Context, conc, n int, one func(context.Context, int) error) {
 	cpu0 := readCPU()
 	r := loadgen.Run(ctx, conc, n, one)
-	lat := make([]time.Duration, 0, n)
-	errs := 0
+	p.cpu.add(cpu0, readCPU())
+	p.wall += r.Wall
+	p.calls += n
 	for i, err := range r.Err {
 		if err != nil {
-			errs++
+			p.errs++
 		} else {
-			lat = append(lat, r.Latency[i])
+			p.lat = append(p.lat, r.Latency[i])
 		}
 	}
-	firstErr := ""
-	if err := r.FirstError(); err != nil {
-		firstErr = err.Error()
+	if err := r.FirstError(); err != nil && p.firstErr == "" {
+		p.firstErr = err.Error()
 	}
-	s := newWriteStats(name, conc, lat, errs, firstErr, r.Wall, len(lat))
-	s.CPU = cpu0.perCall(n)
+}
+
+func (p *pooled) stats(name string, conc int) writeStats {
+	s := newWriteStats(name, conc, p.lat, p.errs, p.firstErr, p.wall, len(p.lat))
+	s.CPU = p.cpu.perCall(p.calls)
 	return s
 }
 
@@ -343,6 +409,7 @@ type writeReport struct {
 	BatchTurnsPerS float64            `json:"batch_turns_per_s,omitempty"`
 	Steps          map[string]float64 `json:"single_caller_steps_ms,omitempty"`
 	Histories      *historyCounts     `json:"single_caller_history,omitempty"`
+	Rounds         int                `json:"rounds"`
 	LoadBefore     string             `json:"load_before"`
 	LoadAfter      string             `json:"load_after"`
 }
@@ -359,7 +426,7 @@ type waitedJSON struct {
 }
 
 func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, concs []int, writes, acks, batchTurns, batchSize int) error {
-	rep := writeReport{LoadBefore: loadAvg()}
+	rep := writeReport{LoadBefore: loadAvg(), Rounds: b.rounds}
 	var table []writeStats
 	turn := atomic.Int64{}
 	var sample []*engramv1.IngestResult
@@ -398,7 +465,7 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		b.steps.reset()
 		b.emb.reset()
 		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, writes)
-		s := calls(ctx, "ingest+wait", c, writes, waited)
+		s, bs := interleaved(ctx, c, writes, b.rounds, "ingest+wait", waited, "bare temporal", bare.waited)
 		table = append(table, s)
 		rep.Waited = append(rep.Waited, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls, CPU: s.CPU})
 		if c == 1 && s.Calls > s.Errors {
@@ -409,9 +476,8 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 			}
 			rep.Histories = h
 		}
-		s = calls(ctx, "bare temporal", c, writes, bare.waited)
-		table = append(table, s)
-		rep.BareTemporal = append(rep.BareTemporal, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls, CPU: s.CPU})
+		table = append(table, bs)
+		rep.BareTemporal = append(rep.BareTemporal, waitedJSON{Concurrency: c, P50: bs.P50, P95: bs.P95, P99: bs.P99, PerSecond: bs.PerSecond, Errors: bs.Errors, Calls: bs.Calls, CPU: bs.CPU})
 	}
 	if batchTurns > 0 {
 		fmt.Fprintf(msgs, "batch import of %d turns, %d per call …\n", batchTurns, batchSize)
