@@ -49,6 +49,20 @@ func (a *activityCounter) ExecuteActivity(ctx context.Context, in *interceptor.E
 		if v, ok := res.(write.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
 			a.m.ExtractFailures.WithLabelValues("invalid").Inc()
 		}
+	case "Record":
+		// An in-process extractor runs inside Record (write revision 1): its
+		// attempts, and those that did not validate, count as the steps' would.
+		if r, ok := res.(write.RecordResult); ok && err == nil && r.Extracted != nil {
+			x := r.Extracted
+			a.m.ExtractAttempts.Add(float64(x.Attempts))
+			invalid := x.Attempts
+			if x.Errors == nil {
+				invalid--
+			}
+			if invalid > 0 {
+				a.m.ExtractFailures.WithLabelValues("invalid").Add(float64(invalid))
+			}
+		}
 	}
 	return res, err
 }
