@@ -152,12 +152,24 @@ func CurrentFact(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (*
 // WriteCurrent the previous ACTIVE revision is closed (SUPERSEDED, valid_until set);
 // with WriteHistorical f is stored closed, ending where the next revision begins.
 func WriteFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact, mode WriteMode, searchText string) (*Fact, error) {
+	return writeFactRevision(ctx, db, tenantID, f, mode, searchText, false)
+}
+
+// WriteFactRevisionLocked is WriteFactRevision for a caller that already holds
+// LockMemoryKey(f.MemoryKey) in the transaction db (one statement fewer).
+func WriteFactRevisionLocked(ctx context.Context, tx bun.Tx, tenantID string, f *Fact, mode WriteMode, searchText string) (*Fact, error) {
+	return writeFactRevision(ctx, tx, tenantID, f, mode, searchText, true)
+}
+
+func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact, mode WriteMode, searchText string, locked bool) (*Fact, error) {
 	f.TenantID = tenantID
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	if err := lockKey(ctx, db, tenantID, f.MemoryKey); err != nil {
-		return nil, fmt.Errorf("lock memory key: %w", err)
+	if !locked {
+		if err := lockKey(ctx, db, tenantID, f.MemoryKey); err != nil {
+			return nil, fmt.Errorf("lock memory key: %w", err)
+		}
 	}
 	var maxRev int
 	if err := db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").

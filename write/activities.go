@@ -425,6 +425,41 @@ type GovernInput struct {
 	EvidenceID string             `json:"evidence_id"`
 	WorkflowID string             `json:"workflow_id"`
 	Candidates []memory.Candidate `json:"candidates"`
+	// Embed, for GovernCommit: as CommitInput's.
+	Embed bool `json:"embed,omitempty"`
+}
+
+// GovernCommitResult is what GovernCommit did: the candidates that wait for a
+// human, and the commit of the others.
+type GovernCommitResult struct {
+	Pending   []Governed   `json:"pending,omitempty"`
+	Committed CommitResult `json:"committed"`
+}
+
+// GovernCommit is Govern, then Commit of every candidate that needs no human, in
+// one step (write revision 1): the decisions never travel through the workflow's
+// history and back. Both are idempotent, so a retry after a commit whose result
+// was lost governs again (the stored decisions stand) and returns what was
+// committed.
+func (a *MemoryActivities) GovernCommit(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
+	var out GovernCommitResult
+	gov, err := a.Govern(ctx, in)
+	if err != nil {
+		return out, err
+	}
+	var now []Governed
+	for _, it := range gov.Items {
+		if it.Decision.Status == memory.CandidateNeedsConfirmation {
+			out.Pending = append(out.Pending, it)
+		} else {
+			now = append(now, it)
+		}
+	}
+	if len(now) == 0 {
+		return out, nil
+	}
+	out.Committed, err = a.Commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
+	return out, err
 }
 
 // Governed is one candidate with its key, scope and governance decision.
@@ -949,7 +984,12 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
 			return "", fmt.Errorf("seal fact content: %w", err)
 		}
-		wf, err := storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
+		var wf *storage.Fact
+		if f.MemoryKey != "" {
+			wf, err = storage.WriteFactRevisionLocked(ctx, tx, tenant, f, mode, search) // Commit locked every key of its items
+		} else {
+			wf, err = storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
+		}
 		if err != nil {
 			return "", err
 		}

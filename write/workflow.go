@@ -387,8 +387,25 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		return w, err
 	}
 
+	gin := GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}
+	if st.inline() && in.PauseBeforeCommit == 0 {
+		// Revision 1: govern and commit the trusted candidates in one step.
+		gin.Embed = true
+		var gc GovernCommitResult
+		if err := st.db(ctx, a.GovernCommit, gin).Get(ctx, &gc); err != nil {
+			return w, err
+		}
+		for _, it := range gc.Pending {
+			w.pending = append(w.pending, pendingItem{item: it, evidence: w.rec.EvidenceID})
+		}
+		rv.add(ctx, w.pending, in.ReviewTimeout)
+		w.res.Status = WriteCommitted
+		w.res.Results = append(w.res.Results, gc.Committed.Results...)
+		w.indexFacts(ctx, st, ev, gc.Committed)
+		return w, nil
+	}
 	var gov GovernResult
-	if err := st.db(ctx, a.Govern, GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}).Get(ctx, &gov); err != nil {
+	if err := st.db(ctx, a.Govern, gin).Get(ctx, &gov); err != nil {
 		return w, err
 	}
 	var now []pendingItem
@@ -429,20 +446,24 @@ func (w *written) commit(ctx workflow.Context, st steps, ev memory.IngestEvent, 
 		return err
 	}
 	w.res.Results = append(w.res.Results, com.Results...)
-	// Vectors are an index, not the truth: a failed index leaves the commit intact.
-	// Facts Commit stored with their vector need none.
+	w.indexFacts(ctx, st, ev, com)
+	return nil
+}
+
+// indexFacts embeds the facts a commit wrote without their vector. Vectors are an
+// index, not the truth: a failed index leaves the commit intact.
+func (w *written) indexFacts(ctx workflow.Context, st steps, ev memory.IngestEvent, com CommitResult) {
 	toIndex := slices.DeleteFunc(slices.Clone(com.FactIDs), func(id string) bool { return slices.Contains(com.Indexed, id) })
 	if len(toIndex) == 0 {
-		return nil
+		return
 	}
 	f := st.index(ctx, IndexInput{TenantID: ev.TenantID, FactIDs: toIndex})
 	if f == nil {
-		return nil
+		return
 	}
 	if err := f.Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
 	}
-	return nil
 }
 
 func rootMessage(err error) string {

@@ -60,6 +60,10 @@ type writeHarness struct {
 	// recordExtracts is what Record returns as Extracted when asked to extract.
 	recordExtracts *Extracted
 	recordErr      error // what Record fails with
+	// governItems is what Govern decides (governAlways); GovernCommit (revision 1)
+	// governs with it, or fails with governErr, and commits through the Commit mock.
+	governItems []Governed
+	governErr   error
 }
 
 func newWriteHarness(t *testing.T) *writeHarness {
@@ -89,6 +93,34 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in)}, nil
 		})
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
+	h.env.OnActivity(wa.GovernCommit, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
+			h.mu.Lock()
+			h.governs = append(h.governs, in)
+			h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
+			items, gerr := h.governItems, h.governErr
+			h.mu.Unlock()
+			var out GovernCommitResult
+			if gerr != nil {
+				return out, gerr
+			}
+			var now []Governed
+			for _, it := range items {
+				if it.Decision.Status == memory.CandidateNeedsConfirmation {
+					out.Pending = append(out.Pending, it)
+				} else {
+					now = append(now, it)
+				}
+			}
+			if len(now) > 0 {
+				com, err := h.commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
+				if err != nil {
+					return out, err
+				}
+				out.Committed = com
+			}
+			return out, nil
+		})
 	h.env.OnActivity(wa.Index, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in IndexInput) error {
 			h.mu.Lock()
@@ -192,6 +224,7 @@ func (h *writeHarness) validateAlways(cands ...memory.Candidate) {
 
 // governAlways makes Govern return items, whatever the candidates.
 func (h *writeHarness) governAlways(items ...Governed) {
+	h.governItems = items
 	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in GovernInput) (GovernResult, error) {
 			h.mu.Lock()
@@ -1108,8 +1141,7 @@ func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
 	h = newWriteHarness(t)
 	h.extractAlways()
 	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
-	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
-		temporal.NewNonRetryableApplicationError("memory_key: too long for an index row", memory.ErrTypeBadInput, nil))
+	h.governErr = temporal.NewNonRetryableApplicationError("memory_key: too long for an index row", memory.ErrTypeBadInput, nil)
 	h.env.ExecuteWorkflow(MemoryWrite, in)
 	require.Error(t, h.env.GetWorkflowError())
 	require.Len(t, h.failed, 1)

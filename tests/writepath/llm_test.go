@@ -406,7 +406,7 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 	assert.Equal(t, 3, ex.scheduled, "Extract scheduled once per attempt")
 	assert.Equal(t, 3, ex.completed)
 	assert.Equal(t, 3, activitySummary(h, "Validate").scheduled, "Validate runs as a local activity, recorded as a marker per attempt")
-	assert.Equal(t, 1, activitySummary(h, "Govern").scheduled)
+	assert.Equal(t, 1, activitySummary(h, "GovernCommit").scheduled, "governed and committed in one step")
 
 	// Each re-extraction carries the previous attempt's validation errors.
 	reqs := e.chatFor(textDirect)
