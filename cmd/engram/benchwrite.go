@@ -516,9 +516,10 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		rep.Ack, rep.AckP50 = &s, s.P50
 		table = append(table, s)
 		rep.AckDrained = b.drain(ctx, 3*time.Minute)
-		s = calls(ctx, "bare temporal (ack)", 1, acks, bare.started)
-		rep.BareAck, rep.BareAckP50 = &s, s.P50
-		table = append(table, s)
+		// A variable of its own: rep.Ack points at s.
+		bs := calls(ctx, "bare temporal (ack)", 1, acks, bare.started)
+		rep.BareAck, rep.BareAckP50 = &bs, bs.P50
+		table = append(table, bs)
 	}
 	rep.LoadAfter = loadAvg()
 	if asJSON {
