@@ -79,6 +79,9 @@ type RecordInput struct {
 	// two steps fewer, and the recent turns and known entities never leave the
 	// worker. An LLM extractor is left to the Extract step.
 	ExtractAttempts int `json:"extract_attempts,omitempty"`
+	// UpdateSession (Revision 1 on): add the turn to its session's working memory
+	// here rather than in an UpdateSession step.
+	UpdateSession bool `json:"update_session,omitempty"`
 }
 
 // Extracted is what Record's in-process extraction made of the event.
@@ -111,6 +114,10 @@ type RecordResult struct {
 	// Extracted is set when Record extracted (ExtractAttempts and an in-process
 	// extractor); Recent and Known are then left out.
 	Extracted *Extracted `json:"extracted,omitempty"`
+	// SessionUpdated: Record added the turn to its session (UpdateSession), or the
+	// session refused it for good (it belongs to another user: logged, as the step
+	// would); else the workflow runs the UpdateSession step, with its retries.
+	SessionUpdated bool `json:"session_updated,omitempty"`
 }
 
 // inProcess is an extractor that needs no network call (llm.RuleExtractor).
@@ -224,6 +231,20 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	}
 	for _, en := range ents {
 		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
+	}
+	if in.UpdateSession && e.SessionID != "" {
+		_, err := a.UpdateSession(ctx, SessionTurn(e, evd.ID, res.Text(e)))
+		var ae *temporal.ApplicationError
+		switch {
+		case err == nil:
+			res.SessionUpdated = true
+		case errors.As(err, &ae) && ae.Type() == memory.ErrTypeBadInput:
+			// A session that cannot take the turn never fails the write.
+			activity.GetLogger(ctx).Warn("session not updated", "error", err)
+			res.SessionUpdated = true
+		default:
+			activity.GetLogger(ctx).Warn("updating the session failed; the UpdateSession step will retry it", "error", err)
+		}
 	}
 	if in.ExtractAttempts > 0 && res.LocalExtract {
 		pe := e

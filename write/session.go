@@ -22,6 +22,13 @@ type UpdateSessionInput struct {
 	At   time.Time    `json:"at"` // when the turn happened; defaults to Turn.At
 }
 
+// SessionTurn is the UpdateSessionInput of ev's turn, stored as evidence evidenceID
+// with text (the stored, redacted text).
+func SessionTurn(ev memory.IngestEvent, evidenceID, text string) UpdateSessionInput {
+	return UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
+		Turn: storage.Turn{EvidenceID: evidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: text, At: ev.OccurredAt}}
+}
+
 // UpdateSessionResult says what changed.
 type UpdateSessionResult struct {
 	Appended   bool `json:"appended"`

@@ -14,7 +14,6 @@ import (
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/storage"
 )
 
 // retryPolicy backs off from initial, doubling up to maxInterval, for at most
@@ -299,7 +298,7 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	w := &written{}
 	rin := RecordInput{Event: ev, WorkflowID: wfID, Embed: st.inline()}
 	if st.inline() {
-		rin.ExtractAttempts = in.ExtractAttempts
+		rin.ExtractAttempts, rin.UpdateSession = in.ExtractAttempts, true
 	}
 	if err := st.db(ctx, a.Record, rin).Get(ctx, &w.rec); err != nil {
 		return w, err
@@ -328,13 +327,11 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 			f    workflow.Future
 		}{"evidence index", f})
 	}
-	if ev.SessionID != "" {
-		turn := UpdateSessionInput{TenantID: ev.TenantID, SessionID: ev.SessionID, UserID: ev.UserID, At: ev.OccurredAt,
-			Turn: storage.Turn{EvidenceID: w.rec.EvidenceID, Speaker: ev.ActorType + ":" + ev.UserID, Text: w.rec.Text(ev), At: ev.OccurredAt}}
+	if ev.SessionID != "" && !w.rec.SessionUpdated {
 		side = append(side, struct {
 			what string
 			f    workflow.Future
-		}{"session", st.db(ctx, a.UpdateSession, turn)})
+		}{"session", st.db(ctx, a.UpdateSession, SessionTurn(ev, w.rec.EvidenceID, w.rec.Text(ev)))})
 	}
 	defer func() {
 		for _, sd := range side {

@@ -64,6 +64,8 @@ type writeHarness struct {
 	// governs with it, or fails with governErr, and commits through the Commit mock.
 	governItems []Governed
 	governErr   error
+	// sessionUnupdated: Record (revision 1) leaves the session to its step.
+	sessionUnupdated bool
 }
 
 func newWriteHarness(t *testing.T) *writeHarness {
@@ -90,9 +92,17 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			if h.recordErr != nil {
 				return RecordResult{}, h.recordErr
 			}
-			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in)}, nil
+			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in),
+				SessionUpdated: in.UpdateSession && in.Event.SessionID != "" && !h.sessionUnupdated}, nil
 		})
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
+	h.env.OnActivity(wa.UpdateSession, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in UpdateSessionInput) (UpdateSessionResult, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.log = append(h.log, "session:"+in.Turn.EvidenceID)
+			return UpdateSessionResult{Appended: true, TurnCount: 1}, nil
+		})
 	h.env.OnActivity(wa.GovernCommit, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
 			h.mu.Lock()
@@ -1217,4 +1227,34 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
 	assert.Equal(t, []string{"record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
+}
+
+// Revision 1: Record adds the turn to its session; the UpdateSession step runs
+// only when Record could not (a transient failure, retried by the step), and a
+// revision-0 write keeps its step.
+func TestMemoryWriteRecordUpdatesTheSession(t *testing.T) {
+	in := writeInput()
+	in.Event.SessionID = "s1"
+	_, rin := Prepare("q", in)
+	for _, tc := range []struct {
+		name       string
+		in         MemoryWriteInput
+		unupdated  bool
+		wantRecord bool
+		wantStep   bool
+	}{
+		{"revision 1", rin, false, true, false},
+		{"revision 1, Record could not", rin, true, true, true},
+		{"revision 0", in, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newWriteHarness(t)
+			h.sessionUnupdated = tc.unupdated
+			h.extractAlways()
+			h.validateAlways()
+			h.run(tc.in)
+			assert.Equal(t, tc.wantRecord, h.records[0].UpdateSession)
+			assert.Equal(t, tc.wantStep, slices.Contains(h.log, "session:evd-k1"), "log %v", h.log)
+		})
+	}
 }

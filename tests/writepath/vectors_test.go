@@ -63,7 +63,13 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 		assert.Equal(t, want[0], turn.Slice(), "a named speaker's turn is embedded as \"Name: text\", either way")
 	}
 
-	// The history: Record, Extract, Validate, Govern and Commit; no Index.
+	// Record added the turn to its session.
+	sess, err := e.st.GetSession(ctx, "t1", ev.SessionID)
+	require.NoError(t, err)
+	require.Len(t, sess.Recent, 1)
+	assert.Equal(t, res.EvidenceID, sess.Recent[0].EvidenceID)
+
+	// The history: Record and GovernCommit; no Index, Extract or UpdateSession.
 	count := func(id string) (local map[string]int) {
 		local = map[string]int{}
 		it := e.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -76,5 +82,6 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 		}
 		return local
 	}
+	assert.Equal(t, 2, count(run.GetID())["any"], "Record and GovernCommit")
 	assert.Less(t, count(run.GetID())["any"], count(orun.GetID())["any"], "fewer local activities than a revision-0 write")
 }
