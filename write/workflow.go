@@ -315,23 +315,19 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	// is searchable by meaning whatever extraction makes of it (what was said but never
 	// became a fact must still be found); a session that cannot take the turn (it
 	// belongs to another user) never fails the write.
-	side := []struct {
+	// (From revision 1 Record did both itself unless it says otherwise.)
+	type sideStep struct {
 		what string
 		f    workflow.Future
-	}{}
-	if w.rec.Indexed {
-		// Record stored the turn's vector.
-	} else if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
-		side = append(side, struct {
-			what string
-			f    workflow.Future
-		}{"evidence index", f})
+	}
+	var side []sideStep
+	if !w.rec.Indexed {
+		if f := st.index(ctx, IndexInput{TenantID: ev.TenantID, EvidenceIDs: []string{w.rec.EvidenceID}}); f != nil {
+			side = append(side, sideStep{"evidence index", f})
+		}
 	}
 	if ev.SessionID != "" && !w.rec.SessionUpdated {
-		side = append(side, struct {
-			what string
-			f    workflow.Future
-		}{"session", st.db(ctx, a.UpdateSession, SessionTurn(ev, w.rec.EvidenceID, w.rec.Text(ev)))})
+		side = append(side, sideStep{"session", st.db(ctx, a.UpdateSession, SessionTurn(ev, w.rec.EvidenceID, w.rec.Text(ev)))})
 	}
 	defer func() {
 		for _, sd := range side {
