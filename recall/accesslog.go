@@ -16,8 +16,8 @@ type accessEntry struct {
 	at    time.Time
 }
 
-// accessLogger writes access_log rows and bumps access_count/last_accessed_at of
-// the facts returned (storage.RecordAccess: one INSERT and one UPDATE), for a
+// accessLogger writes access_log rows and bumps the read counts of the facts
+// returned in fact_access (storage.RecordAccess: one INSERT and one upsert), for a
 // single recall or a batch of queued ones.
 type accessLogger struct {
 	store  *storage.Store

@@ -53,11 +53,14 @@ func TestAccessLogOneWriter(t *testing.T) {
 		t.Fatalf("logged fact ids %v, returned %v", log[0].FactIDs, facts)
 	}
 	count := func(id string) int {
-		var n int
-		if err := st.DB().NewSelect().Table("facts").Column("access_count").Where("tenant_id = ? AND id = ?", tenant, id).Scan(ctx, &n); err != nil {
+		n, at, err := st.FactReads(ctx, tenant, id)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		if (n > 0) != (at != nil) {
+			t.Fatalf("fact reads %d, last read %v", n, at)
+		}
+		return int(n)
 	}
 	if n := count(facts[0]); n != 1 {
 		t.Fatalf("access_count after one recall = %d, want 1", n)

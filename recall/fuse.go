@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/engramhq/engram/memory"
@@ -26,6 +27,8 @@ type cand struct {
 	exp float64
 	// stale: a turn that backs only values superseded by as_of.
 	stale bool
+	// matched: some retriever found it by the question's words, meaning or links.
+	matched bool
 }
 
 // Fusion weighs what each retriever says about an item's relevance to the
@@ -180,7 +183,6 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 	}
 	q := p.parsed
 	out := make([]*cand, 0, len(order))
-	matched := map[*cand]bool{}
 	for _, key := range order {
 		c := byID[key]
 		it := &c.item
@@ -192,7 +194,7 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		sort.Strings(srcs)
 		var shown []string
 		for _, src := range srcs {
-			why = append(why, fmt.Sprintf("%s #%d", src, c.ranks[src]))
+			why = append(why, src+" #"+strconv.Itoa(c.ranks[src]))
 			if src == sourceExpand {
 				src = RetrieverGraph // the second hop walks the graph of names
 			}
@@ -279,7 +281,7 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		if !hit {
 			c.boosts = append(c.boosts, "matches the question by no word, meaning or link")
 		}
-		matched[c] = hit
+		c.matched = hit
 		it.Score = score
 		it.Why = strings.Join(append(why, c.boosts...), "; ")
 		out = append(out, c)
@@ -345,10 +347,10 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 	}
 
 	sort.SliceStable(out, func(i, j int) bool {
-		if matched[out[i]] != matched[out[j]] {
-			return matched[out[i]]
+		if out[i].matched != out[j].matched {
+			return out[i].matched
 		}
-		a, b := out[i].item, out[j].item
+		a, b := &out[i].item, &out[j].item
 		if a.Score != b.Score {
 			return a.Score > b.Score
 		}

@@ -54,7 +54,7 @@ var factArms = []string{
 // toasted vectors that reads); the iterative scan (hnsw.iterative_scan) keeps
 // walking until the limit is filled or hnsw.max_scan_tuples is reached.
 func tenantSemCurrent(n int) string {
-	return fmt.Sprintf("(SELECT id, d FROM (SELECT f.id, f.tenant_id AS t, f.valid_from AS vf, f.valid_until AS vu, f.embedding <=> $10::vector AS d FROM facts f "+
+	return fmt.Sprintf("(SELECT id, tid, d FROM (SELECT f.id, f.ctid AS tid, f.tenant_id AS t, f.valid_from AS vf, f.valid_until AS vu, f.embedding <=> $10::vector AS d FROM facts f "+
 		"WHERE f.status = 'ACTIVE' AND f.scope = 'TENANT' AND f.embedding IS NOT NULL ORDER BY f.embedding <=> $10::vector OFFSET 0) x "+
 		"WHERE $22 AND $6 AND t = $1 AND vf <= $9 AND (vu IS NULL OR vu > $9) LIMIT %d)", n)
 }
@@ -134,7 +134,7 @@ func buildRecallSQL(current bool, n int, part int) string {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "SELECT %d AS a, f.id, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE ($22 OR $23 OR $20) AND %s AND %s",
+		fmt.Fprintf(&b, "SELECT %d AS a, f.id, f.ctid AS tid, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE ($22 OR $23 OR $20) AND %s AND %s",
 			i, dExpr, rExpr, priExpr, arm, tf)
 	}
 	b.WriteString("), ")
@@ -147,25 +147,25 @@ func buildRecallSQL(current bool, n int, part int) string {
 			fmt.Fprintf(&b, "(SELECT %s FROM vf WHERE a = %d AND %s IS NOT NULL ORDER BY %s LIMIT %d)", cols, i, col, order, fn)
 		}
 	}
-	b.WriteString("sem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (")
-	fromVF("id, d", "d", "d")
+	b.WriteString("sem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (")
+	fromVF("id, tid, d", "d", "d")
 	if current {
 		b.WriteString(" UNION ALL " + tenantSemCurrent(fn))
 	}
 	fmt.Fprintf(&b, ") x ORDER BY d LIMIT %d), ", 2*fn)
 	// Keyword: current TENANT facts use their own GIN index (facts_search_tenant_gin).
-	b.WriteString("kw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
-	fromVF("id, r", "r", "r DESC")
+	b.WriteString("kw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
+	fromVF("id, tid, r", "r", "r DESC")
 	if current {
-		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, fn)
+		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, f.ctid, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, fn)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", fn)
-	b.WriteString("st AS (SELECT id, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
-	fromVF("id, pri, imp, vf", "pri", "pri DESC, imp DESC, vf DESC")
+	b.WriteString("st AS (SELECT id, tid, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
+	fromVF("id, tid, pri, imp, vf", "pri", "pri DESC, imp DESC, vf DESC")
 	if current {
 		// importance >= 0 lets facts_recall_tenant_st serve it (see the migration).
 		b.WriteString(" UNION ALL ")
-		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", fn)
+		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, NULL::tid, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", fn)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", fn)
 	// Graph: the user's entities the question names (by id, else by type and
@@ -186,58 +186,63 @@ func buildRecallSQL(current bool, n int, part int) string {
 	// Each entity reached looks up its facts (facts_recall_entity; OFFSET 0 keeps
 	// the lookup a nested loop): joined as a whole, the generic plan read every
 	// visible fact, the tenant's included, and hashed them against the walk.
-	fmt.Fprintf(&b, "gr AS (SELECT id, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(w.depth) AS depth, max(f.vf) AS vf "+
-		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.valid_from AS vf FROM facts f "+
+	fmt.Fprintf(&b, "gr AS (SELECT id, tid, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(f.tid) AS tid, min(w.depth) AS depth, max(f.vf) AS vf "+
+		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.ctid AS tid, f.valid_from AS vf FROM facts f "+
 		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
 		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, fn)
 	// ev: the principal's visible turns, read once for both evidence retrievers
 	// (each turn's distance, and its lexemes when it matches the query).
 	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
 	esExpr := "CASE WHEN " + lexGate + "$23 AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
-	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
-	fmt.Fprintf(&b, "esem AS (SELECT id, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) x), ", n)
+	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
+	fmt.Fprintf(&b, "esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) x), ", n)
 	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics over the
 	// principal's visible turns as the corpus: N and the document frequencies are
 	// counted over them at query time (no statistics to keep in step), a turn's own
 	// words count in full and the words of the turn before it (weight C, see
 	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes.
 	fmt.Fprintf(&b, "eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
-		"em AS MATERIALIZED (SELECT id, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ev WHERE search IS NOT NULL), "+
-		"etf AS (SELECT m.id, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
+		"em AS MATERIALIZED (SELECT id, tid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ev WHERE search IS NOT NULL), "+
+		"etf AS (SELECT m.id, m.tid, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
 		"FROM em m CROSS JOIN LATERAL unnest(m.search) u WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"edf AS (SELECT lexeme, count(*)::float8 AS df FROM etf GROUP BY lexeme), "+
 		"en AS (SELECT greatest((SELECT count(*) FROM ev), 1)::float8 AS n, coalesce((SELECT avg(dl) FROM em), 1)::float8 AS avgdl), "+
-		"ekw AS (SELECT id, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, "+
+		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, t.tid, "+
 		"sum(ln(1 + (en.n - edf.df + 0.5) / (edf.df + 0.5)) * t.tf * 2.2 / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / en.avgdl))) AS r "+
-		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id ORDER BY r DESC LIMIT %d) x), ", n)
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", n)
 	var fc, ec []string
 	if part != partLexical {
-		fc = append(fc, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
-		ec = append(ec, "SELECT id, '"+RetrieverSemantic+"' AS src, rk, d FROM esem")
+		fc = append(fc, "SELECT id, tid, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
+		ec = append(ec, "SELECT id, tid, '"+RetrieverSemantic+"' AS src, rk, d FROM esem")
 	}
 	if part != partSemantic {
-		fc = append(fc, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM kw",
-			"SELECT id, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
-		ec = append(ec, "SELECT id, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM ekw")
+		fc = append(fc, "SELECT id, tid, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM kw",
+			"SELECT id, tid, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, tid, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
+		ec = append(ec, "SELECT id, tid, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM ekw")
 	}
 	// One row per fact or turn, however many retrievers found it: its hits
 	// (retriever, rank, score) in one column (see parseHits), so each is read and
 	// sent once.
 	hits := "string_agg(src || ' ' || rk || ' ' || coalesce(d::text, ''), ',') AS hits"
-	b.WriteString("fc AS (SELECT id, " + hits + " FROM (" + strings.Join(fc, " UNION ALL ") + ") x GROUP BY id), " +
-		"ec AS (SELECT id, " + hits + " FROM (" + strings.Join(ec, " UNION ALL ") + ") x GROUP BY id) ")
-	b.WriteString("SELECT 'f' AS kind, fc.hits, 0, NULL::float8, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
+	// Each row carries the tuple id it was read at (tid, the same version: one
+	// statement, one snapshot), so it is fetched again by a TID scan instead of a
+	// primary-key lookup; a fact from the TENANT structured arm (an index-only
+	// scan, which has no tuple id) is looked up by id.
+	b.WriteString("fc AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(fc, " UNION ALL ") + ") x GROUP BY id), " +
+		"ec AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(ec, " UNION ALL ") + ") x GROUP BY id) ")
+	factCols := "SELECT 'f' AS kind, fc.hits, 0, NULL::float8, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
-		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale " +
-		"FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id " +
+		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale "
+	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = $1 AND f.id = fc.id UNION ALL " +
+		factCols + "FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id WHERE fc.tid IS NULL " +
 		"UNION ALL SELECT 'e', ec.hits, 0, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
 		// stale: the turn backs a value superseded by as_of and no value in force then.
 		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id " +
 		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= $9) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
 		"WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= $9 AND (f2.valid_until IS NULL OR f2.valid_until > $9))) AS stale " +
-		"FROM ec JOIN evidence e ON e.tenant_id = $1 AND e.id = ec.id")
+		"FROM ec JOIN evidence e ON e.ctid = ec.tid AND e.tenant_id = $1 AND e.id = ec.id")
 	if part != partLexical {
 		// The named task and session, each only if it is the user's (or nobody's):
 		// one row each, its fields as JSON in the content column (see taskSession).

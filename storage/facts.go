@@ -53,8 +53,6 @@ type Fact struct {
 	Reason            string            `bun:"reason,notnull"`
 	KeyID             string            `bun:"key_id,notnull"`
 	Embedding         *pgvector.Vector  `bun:"embedding,type:vector(512)"`
-	AccessCount       int64             `bun:"access_count,notnull"`
-	LastAccessedAt    *time.Time        `bun:"last_accessed_at"`
 	RecordedAt        time.Time         `bun:"recorded_at,nullzero,notnull,default:current_timestamp"`
 	ClosedAt          *time.Time        `bun:"closed_at"`
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -378,8 +379,8 @@ func (s *Store) LogAccess(ctx context.Context, tenantID, principal, purpose, use
 // access_log: a query longer than MaxLoggedQuery characters is cut at a
 // character boundary, an entry's time defaults to now. With countReads, every
 // fact returned also gets access_count += times returned and last_accessed_at =
-// the latest read (recall: what is used stays important; an audit listing is not
-// use). The update touches unindexed columns only, so it stays a HOT update.
+// the latest read in fact_access (recall: what is used stays important; an audit
+// listing is not use). Facts deleted meanwhile are skipped.
 // relaxedCommit does not wait for the WAL flush (synchronous_commit off), for
 // entries a crash would lose anyway (a queue in memory).
 func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads, relaxedCommit bool) error {
@@ -448,16 +449,38 @@ func (s *Store) RecordAccess(ctx context.Context, es []AccessEntry, countReads, 
 		for i, k := range keys {
 			tenants[i], ids[i], ns[i], ats[i] = k[0], k[1], bumps[k].n, bumps[k].at
 		}
-		_, err := tx.NewRaw(`UPDATE facts f SET access_count = f.access_count + u.n,
-			last_accessed_at = greatest(coalesce(f.last_accessed_at, u.at), u.at)
-			FROM unnest(?::text[], ?::uuid[], ?::int[], ?::timestamptz[]) AS u(tenant_id, id, n, at)
-			WHERE f.tenant_id = u.tenant_id AND f.id = u.id`,
+		_, err := tx.NewRaw(`INSERT INTO fact_access AS a (tenant_id, fact_id, access_count, last_accessed_at)
+			SELECT u.tenant_id, u.id, u.n, u.at FROM unnest(?::text[], ?::uuid[], ?::int[], ?::timestamptz[]) AS u(tenant_id, id, n, at)
+			WHERE EXISTS (SELECT 1 FROM facts f WHERE f.tenant_id = u.tenant_id AND f.id = u.id)
+			ON CONFLICT (tenant_id, fact_id) DO UPDATE SET access_count = a.access_count + excluded.access_count,
+				last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)`,
 			pgdialect.Array(tenants), pgdialect.Array(ids), pgdialect.Array(ns), pgdialect.Array(ats)).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("update access counts: %w", err)
 		}
 		return nil
 	})
+}
+
+// FactReads is how often a fact revision was recalled and when last (zero and nil
+// if never).
+func (s *Store) FactReads(ctx context.Context, tenantID, factID string) (int64, *time.Time, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return 0, nil, err
+	}
+	var row struct {
+		N  int64     `bun:"access_count"`
+		At time.Time `bun:"last_accessed_at"`
+	}
+	err := s.db.NewSelect().Table("fact_access").Column("access_count", "last_accessed_at").
+		Where("tenant_id = ? AND fact_id = ?", tenantID, factID).Scan(ctx, &row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return row.N, &row.At, nil
 }
 
 // AccessFilter narrows an audit listing. Empty fields do not filter.

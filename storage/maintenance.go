@@ -84,8 +84,8 @@ func (s *Store) DecayImportance(ctx context.Context, now time.Time, p DecayPolic
 		limit = 1000
 	}
 	res, err := s.db.NewRaw(`UPDATE facts SET importance = greatest(?::real, importance * ?::real)
-		WHERE ctid IN (SELECT ctid FROM facts WHERE status = 'ACTIVE' AND importance > ?::real
-			AND coalesce(last_accessed_at, recorded_at) < ? LIMIT ?)`,
+		WHERE ctid IN (SELECT f.ctid FROM facts f LEFT JOIN fact_access a ON a.tenant_id = f.tenant_id AND a.fact_id = f.id
+			WHERE f.status = 'ACTIVE' AND f.importance > ?::real AND coalesce(a.last_accessed_at, f.recorded_at) < ? LIMIT ?)`,
 		p.Floor, p.Factor, p.Floor+1e-6, now.Add(-p.IdleFor), limit).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("decay importance: %w", err)
