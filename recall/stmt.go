@@ -79,6 +79,12 @@ const structuredCondSQL = "(f.predicate = ANY($12::text[]) OR (f.entity_id <> ''
 
 const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int"
 
+// structuredPriOrNullSQL is structuredPriSQL where structuredCondSQL holds, else
+// NULL, with each comparison made once: every term of the sum is one of the
+// condition's, so the sum is positive exactly when the condition holds (entity
+// ids the parser finds are never empty).
+const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id <> '' AND f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int, 0)"
+
 // unionArms writes one sub-select per visibility arm.
 func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order string, limit int) {
 	for i, arm := range arms {
@@ -128,7 +134,7 @@ func buildRecallSQL(current bool, n int, part int) string {
 	}
 	dExpr := "CASE WHEN " + semGate + "$22 AND f.embedding IS NOT NULL THEN f.embedding <=> $10::vector END"
 	rExpr := "CASE WHEN " + lexGate + "$23 AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
-	priExpr := "CASE WHEN " + lexGate + "$20 AND " + structuredCondSQL + " THEN " + structuredPriSQL + " END"
+	priExpr := "CASE WHEN " + lexGate + "$20 THEN " + structuredPriOrNullSQL + " END"
 	b.WriteString("vf AS MATERIALIZED (")
 	for i, arm := range arms {
 		if i > 0 {
