@@ -3,7 +3,6 @@ package recall
 import (
 	"fmt"
 	"strings"
-	"unicode"
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -28,7 +27,7 @@ var sectionOrder = []string{SectionTask, SectionTaskState, SectionConstraints, S
 func CountTokens(s string) int {
 	n, other := 0, 0
 	for _, r := range s {
-		if isCJK(r) || unicode.Is(unicode.Han, r) {
+		if isCJK(r) {
 			n++
 			continue
 		}

@@ -111,10 +111,10 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 				if pt.Re == nil {
 					continue
 				}
-				loc := pt.Re.FindStringSubmatchIndex(q)
-				if loc == nil {
+				if !pt.Re.MatchString(q) { // most do not match: no submatches to track for those
 					continue
 				}
+				loc := pt.Re.FindStringSubmatchIndex(q)
 				if pt.Fallback {
 					fallbackOnly = true // generic ("喜欢 X"): a memory-type hint, not this predicate
 					continue
@@ -247,6 +247,9 @@ func isASCIIWord(b byte) bool {
 }
 
 func isCJK(r rune) bool {
+	if r < 0x1100 { // below Hangul Jamo, the first of these scripts' blocks
+		return false
+	}
 	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r)
 }
 
