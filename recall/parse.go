@@ -97,11 +97,12 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 		return p
 	}
 	lower := strings.ToLower(q)
+	folded := foldKey(q) // for the patterns' prefilters (prefilter.go)
 	if s != nil {
 		for _, pred := range s.AllPredicates() {
 			matched := false
 			for _, re := range pred.MentionRes {
-				if re.MatchString(q) {
+				if matchString(re, q, folded) {
 					matched = true
 					break
 				}
@@ -111,7 +112,7 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 				if pt.Re == nil {
 					continue
 				}
-				if !pt.Re.MatchString(q) { // most do not match: no submatches to track for those
+				if !matchString(pt.Re, q, folded) { // most do not match: no submatches to track for those
 					continue
 				}
 				loc := pt.Re.FindStringSubmatchIndex(q)
@@ -169,7 +170,7 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 			}
 		}
 		for sc, re := range s.Cues.ScopeRes {
-			if re != nil && re.MatchString(q) {
+			if re != nil && matchString(re, q, folded) {
 				p.Scopes = addUnique(p.Scopes, sc)
 			}
 		}
@@ -181,17 +182,17 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 		}
 	}
 	for _, w := range memoryTypeWords {
-		if w.re.MatchString(q) {
+		if matchString(w.re, q, folded) {
 			p.MemoryTypes = addUnique(p.MemoryTypes, w.t)
 		}
 	}
 	// The predicate and event scans leave EVENT and FACT types from fallback
 	// patterns; only the words above and matched predicates should narrow.
-	if latestRe.MatchString(q) {
+	if matchString(latestRe, q, folded) {
 		p.Latest = true
 	}
 	for _, tw := range timeWords {
-		if tw.re.MatchString(q) {
+		if matchString(tw.re, q, folded) {
 			f, t := tw.from(now), tw.to(now)
 			p.From, p.To = &f, &t
 			break
