@@ -59,6 +59,30 @@ func tenantSemCurrent(n int) string {
 		"WHERE $22 AND $6 AND t = $1 AND vf <= $9 AND (vu IS NULL OR vu > $9) LIMIT %d)", n)
 }
 
+// tenantStructured is the structured arm of current TENANT facts: their best n by
+// priority (structuredPriSQL), importance and validity, without reading every
+// TENANT fact a memory type matches. A fact's priority is 4·predicate +
+// 4·entity + 2·task + 1·memory type matched, so the best n are found among:
+// every fact matched by entity or task (few), the best n by importance of each
+// predicate, of each predicate and memory type, and of each memory type (each an
+// ordered index scan, see the migration tenant_structured). That is exact: the
+// facts matched by predicate and type (priority 5) are the best of theirs; the
+// best of each predicate hold the best predicate-only ones (priority 4) in the
+// number the others leave; the same for the memory type alone (priority 1).
+func tenantStructured(tf string, n int) string {
+	cols := "f.id, f.ctid AS tid, f.predicate, f.entity_id, f.task_id, f.memory_type, f.importance AS imp, f.valid_from AS vf"
+	from := "FROM facts f WHERE $20 AND $6 AND f.tenant_id = $1 AND f.scope = 'TENANT' AND " + tf
+	top := fmt.Sprintf(" ORDER BY f.importance DESC, f.valid_from DESC LIMIT %d", n)
+	pri := strings.ReplaceAll(structuredPriSQL, "f.", "c.")
+	return fmt.Sprintf("(SELECT DISTINCT ON (pri, imp, vf, c.id) c.id, c.tid, %s AS pri, c.imp, c.vf FROM (", pri) +
+		"(SELECT x.* FROM unnest($12::text[]) pr(p) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest($12::text[]) pr(p) CROSS JOIN unnest($14::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p AND f.memory_type = mt.t" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest($14::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.memory_type = mt.t" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest($13::text[]) en(e) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.entity_id <> '' AND f.entity_id = en.e) x)" +
+		" UNION ALL (SELECT " + cols + " " + from + " AND $19 <> '' AND f.task_id <> '' AND f.task_id = $19)" +
+		fmt.Sprintf(") c ORDER BY pri DESC, imp DESC, vf DESC, c.id LIMIT %d)", n)
+}
+
 // factTimeSQL keeps the revisions that hold at $9 (see factTime).
 func factTimeSQL(current bool) string {
 	if current {
@@ -75,25 +99,14 @@ const evidenceVisibleSQL = "e.tenant_id = $1 AND e.user_id = $2 AND e.occurred_a
 // 15 µs a row, several milliseconds a recall.
 const tsqSQL = "(SELECT to_tsquery('english', $11))"
 
-const structuredCondSQL = "(f.predicate = ANY($12::text[]) OR (f.entity_id <> '' AND f.entity_id = ANY($13::text[])) OR ($19 <> '' AND f.task_id = $19) OR f.memory_type = ANY($14::text[]))"
-
+// structuredPriSQL is how well a fact matches the question's structure: 4 for
+// a predicate it names, 4 for an entity, 2 for the task, 1 for a memory type.
 const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int"
 
-// structuredPriOrNullSQL is structuredPriSQL where structuredCondSQL holds, else
-// NULL, with each comparison made once: every term of the sum is one of the
-// condition's, so the sum is positive exactly when the condition holds (entity
-// ids the parser finds are never empty).
+// structuredPriOrNullSQL is structuredPriSQL where a fact matches the question's
+// predicates, entities, task or memory types, else NULL (entity ids the parser
+// finds are never empty).
 const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id <> '' AND f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int, 0)"
-
-// unionArms writes one sub-select per visibility arm.
-func unionArms(b *strings.Builder, arms []string, gate, sel, tf, cond, order string, limit int) {
-	for i, arm := range arms {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		fmt.Fprintf(b, "(SELECT %s FROM facts f WHERE %s AND %s AND %s AND %s ORDER BY %s LIMIT %d)", sel, gate, arm, tf, cond, order, limit)
-	}
-}
 
 // buildRecallSQL is the statement for current (or past) recall with n candidates
 // per retriever.
@@ -169,9 +182,7 @@ func buildRecallSQL(current bool, n int, part int) string {
 	b.WriteString("st AS (SELECT id, tid, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
 	fromVF("id, tid, pri, imp, vf", "pri", "pri DESC, imp DESC, vf DESC")
 	if current {
-		// importance >= 0 lets facts_recall_tenant_st serve it (see the migration).
-		b.WriteString(" UNION ALL ")
-		unionArms(&b, []string{factArms[1] + " AND f.importance >= 0"}, "$20", "f.id, NULL::tid, ("+structuredPriSQL+") AS pri, f.importance AS imp, f.valid_from AS vf", tf, structuredCondSQL, "pri DESC, imp DESC, vf DESC", fn)
+		b.WriteString(" UNION ALL " + tenantStructured(tf, fn))
 	}
 	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", fn)
 	// Graph: the user's entities the question names (by id, else by type and
