@@ -242,17 +242,15 @@ func buildRecallSQL(current bool, n int, part int) string {
 	// sent once.
 	hits := "string_agg(src || ' ' || rk || ' ' || coalesce(d::text, ''), ',') AS hits"
 	// Each row carries the tuple id it was read at (tid, the same version: one
-	// statement, one snapshot), so it is fetched again by a TID scan instead of a
-	// primary-key lookup; a fact from the TENANT structured arm (an index-only
-	// scan, which has no tuple id) is looked up by id.
+	// statement, one snapshot; every retriever reads the rows it finds), so it is
+	// fetched again by a TID scan instead of a primary-key lookup.
 	b.WriteString("fc AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(fc, " UNION ALL ") + ") x GROUP BY id), " +
 		"ec AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(ec, " UNION ALL ") + ") x GROUP BY id) ")
 	factCols := "SELECT 'f' AS kind, fc.hits, 0, NULL::float8, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
 		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale "
-	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = $1 AND f.id = fc.id UNION ALL " +
-		factCols + "FROM fc JOIN facts f ON f.tenant_id = $1 AND f.id = fc.id WHERE fc.tid IS NULL " +
+	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = $1 AND f.id = fc.id " +
 		"UNION ALL SELECT 'e', ec.hits, 0, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
 		// stale: the turn backs a value superseded by as_of and no value in force then.
