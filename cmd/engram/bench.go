@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
@@ -100,6 +102,7 @@ load again).`,
 				}
 			}
 			load0 := loadAvg()
+			machine0, _ := cpustat.ReadMachine()
 			msgs := out
 			if asJSON {
 				msgs = os.Stderr
@@ -204,18 +207,21 @@ load again).`,
 				return err
 			}
 			defer stopProfile()
+			machine0, _ = cpustat.ReadMachine() // from here: the measured runs only
 			stats := r.Run(ctx, reqs, concs, warmup)
+			machine1, _ := cpustat.ReadMachine()
+			steal := cpustat.StealPercent(machine0, machine1)
 			if asJSON {
 				rep := recallbench.NewReport(stats)
-				rep.LoadBefore, rep.LoadAfter = load0, loadAvg()
+				rep.LoadBefore, rep.LoadAfter, rep.StealPercent = load0, loadAvg(), math.Round(steal*10)/10
 				rep.Queries, rep.Tenants, rep.Facts, rep.Evidence, rep.AccessLog = queries, tenants, facts, evidence, accessLog
 				if composite != nil {
 					rep.CompositeModel = composite.Name()
 				}
 				return writeJSON(out, rep)
 			}
-			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s; load average %s → %s\n\n",
-				queries, tenants, facts, evidence, accessLog, load0, loadAvg())
+			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s; load average %s → %s; host steal %.1f%% of the machine's CPU\n\n",
+				queries, tenants, facts, evidence, accessLog, load0, loadAvg(), steal)
 			recallbench.PrintTable(out, stats)
 			return nil
 		},

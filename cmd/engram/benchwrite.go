@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -412,6 +413,9 @@ type writeReport struct {
 	Rounds         int                `json:"rounds"`
 	LoadBefore     string             `json:"load_before"`
 	LoadAfter      string             `json:"load_after"`
+	// StealPercent: the machine's CPU the hypervisor gave to other guests during
+	// the run (cpustat.StealPercent).
+	StealPercent float64 `json:"host_steal_percent"`
 }
 
 type waitedJSON struct {
@@ -427,6 +431,7 @@ type waitedJSON struct {
 
 func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, concs []int, writes, acks, batchTurns, batchSize int) error {
 	rep := writeReport{LoadBefore: loadAvg(), Rounds: b.rounds}
+	machine0, _ := cpustat.ReadMachine()
 	var table []writeStats
 	turn := atomic.Int64{}
 	var sample []*engramv1.IngestResult
@@ -522,10 +527,12 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		table = append(table, bs)
 	}
 	rep.LoadAfter = loadAvg()
+	machine1, _ := cpustat.ReadMachine()
+	rep.StealPercent = math.Round(cpustat.StealPercent(machine0, machine1)*10) / 10
 	if asJSON {
 		return writeJSON(out, rep)
 	}
-	fmt.Fprintf(out, "\nload average %s → %s\n\n", rep.LoadBefore, rep.LoadAfter)
+	fmt.Fprintf(out, "\nload average %s → %s; host steal %.1f%% of the machine's CPU\n\n", rep.LoadBefore, rep.LoadAfter, rep.StealPercent)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tcallers\tcalls\terrors\tp50 ms\tp95 ms\tp99 ms\tper s\tCPU ms/call (engram+temporal+postgres)\t")
 	for _, s := range table {

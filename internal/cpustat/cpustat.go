@@ -95,3 +95,46 @@ func Since(then, now map[int]Process) map[string]time.Duration {
 	}
 	return out
 }
+
+// Machine is the whole machine's CPU time so far (/proc/stat, Linux): all of it
+// and the part the hypervisor gave to other guests (steal). On a shared virtual
+// machine a run whose steal is high measured a slower machine, not slower code.
+type Machine struct{ Total, Steal time.Duration }
+
+// ReadMachine reads /proc/stat's first line; ok is false where it cannot.
+func ReadMachine() (Machine, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return Machine{}, false
+	}
+	var m Machine
+	for i, s := range f[1:] {
+		if i >= 8 { // guest times are already counted in user and nice
+			break
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return Machine{}, false
+		}
+		d := time.Duration(n) * time.Second / clockTicks
+		m.Total += d
+		if i == 7 {
+			m.Steal = d
+		}
+	}
+	return m, true
+}
+
+// StealPercent is the share of the machine's CPU time between then and now that
+// the hypervisor gave to other guests (0 when nothing was measured).
+func StealPercent(then, now Machine) float64 {
+	if now.Total <= then.Total {
+		return 0
+	}
+	return 100 * float64(now.Steal-then.Steal) / float64(now.Total-then.Total)
+}

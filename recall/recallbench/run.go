@@ -326,16 +326,20 @@ type ConcurrencyJSON struct {
 
 // Report is the whole --json output of a run.
 type Report struct {
-	Rows           []StatJSON        `json:"rows"`
-	ByConcurrency  []ConcurrencyJSON `json:"by_concurrency"`
-	LoadBefore     string            `json:"load_before,omitempty"` // /proc/loadavg when the run started
-	LoadAfter      string            `json:"load_after,omitempty"`
-	Queries        int               `json:"queries"`
-	Tenants        int               `json:"tenants"`
-	Facts          int               `json:"facts"`
-	Evidence       int               `json:"evidence"`
-	AccessLog      string            `json:"access_log"`
-	CompositeModel string            `json:"composite_embedder,omitempty"`
+	Rows          []StatJSON        `json:"rows"`
+	ByConcurrency []ConcurrencyJSON `json:"by_concurrency"`
+	LoadBefore    string            `json:"load_before,omitempty"` // /proc/loadavg when the run started
+	LoadAfter     string            `json:"load_after,omitempty"`
+	// StealPercent is the share of the machine's CPU the hypervisor gave to other
+	// guests during the run (cpustat.StealPercent): high, and the figures measured
+	// a slower machine.
+	StealPercent   float64 `json:"host_steal_percent"`
+	Queries        int     `json:"queries"`
+	Tenants        int     `json:"tenants"`
+	Facts          int     `json:"facts"`
+	Evidence       int     `json:"evidence"`
+	AccessLog      string  `json:"access_log"`
+	CompositeModel string  `json:"composite_embedder,omitempty"`
 }
 
 // NewReport turns stats into the JSON report's rows and per-concurrency figures.
