@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/write"
@@ -35,28 +35,14 @@ func TestCrashManyKillsDuringWrites(t *testing.T) {
 	w := testenv.StartProcess(t, workerEnv, bin, "worker")
 	tenant := "crash-" + testenv.RandomID(6)
 
-	var next, finished atomic.Int64
-	var mu sync.Mutex
-	var failures []string
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= writes {
-					return
-				}
-				if err := crashWrite(e, tenant, i); err != nil {
-					mu.Lock()
-					failures = append(failures, err.Error())
-					mu.Unlock()
-				}
-				finished.Add(1)
-			}
-		}()
-	}
+	var finished atomic.Int64
+	done := make(chan loadgen.Result, 1)
+	go func() {
+		done <- loadgen.Run(context.Background(), callers, writes, func(_ context.Context, i int) error {
+			defer finished.Add(1)
+			return crashWrite(e, tenant, i)
+		})
+	}()
 	// Kill at random moments while writes run (and at least minKills times), each
 	// time starting a new worker at once.
 	kills := 0
@@ -66,8 +52,14 @@ func TestCrashManyKillsDuringWrites(t *testing.T) {
 		kills++
 		w = testenv.StartProcess(t, workerEnv, bin, "worker")
 	}
-	wg.Wait()
+	res := <-done
 	t.Logf("%d writes, %d worker kills", writes, kills)
+	var failures []string
+	for _, err := range res.Err {
+		if err != nil {
+			failures = append(failures, err.Error())
+		}
+	}
 	require.Empty(t, failures, "every write finished as it should")
 
 	assert.Equal(t, writes, e.count("events", "tenant_id = ?", tenant), "no event lost or duplicated")
