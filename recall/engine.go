@@ -155,7 +155,7 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 		opts.Logger = slog.Default()
 	}
 	if schemas == nil {
-		schemas = schema.Stored(nil) // the built-ins, each parsed once
+		schemas = schema.Builtins
 	}
 	if kw == nil {
 		kw = NewPostgresKeyword(store)

@@ -47,11 +47,23 @@ func SplitRef(ref string) (string, int) {
 	return name, n
 }
 
-// Builtins resolves only the built-in schemas (a "@version" suffix is ignored).
+// Builtins resolves only the built-in schemas (a "@version" suffix is ignored),
+// each parsed once and shared, as Stored shares them (parsing one costs
+// milliseconds, and writes and recalls resolve their schema on every step).
 func Builtins(_ context.Context, ref string) (*Schema, error) {
 	name, _ := SplitRef(ref)
-	return Builtin(name)
+	if s, ok := builtinCache.Load(name); ok {
+		return s.(*Schema), nil
+	}
+	s, err := Builtin(name)
+	if err != nil {
+		return nil, err
+	}
+	builtinCache.Store(name, s)
+	return s, nil
 }
+
+var builtinCache sync.Map // name → *Schema
 
 // Lookup finds a tenant's stored schema source text: version 0 asks for the
 // latest. found is false when the tenant stored none of that name (or not that
@@ -65,17 +77,7 @@ type Lookup func(ctx context.Context, tenantID, name string, version int) (sourc
 // write reads its schema in every step).
 func Stored(lookup Lookup) Source {
 	var cache sync.Map
-	builtin := func(name string) (*Schema, error) {
-		if s, ok := cache.Load("builtin\x1f" + name); ok {
-			return s.(*Schema), nil
-		}
-		s, err := Builtin(name)
-		if err != nil {
-			return nil, err
-		}
-		cache.Store("builtin\x1f"+name, s)
-		return s, nil
-	}
+	builtin := func(name string) (*Schema, error) { return Builtins(context.Background(), name) }
 	return func(ctx context.Context, ref string) (*Schema, error) {
 		name, version := SplitRef(ref)
 		if strings.HasSuffix(ref, BuiltinSuffix) {
