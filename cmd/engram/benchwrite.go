@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -416,6 +418,10 @@ type writeReport struct {
 	// StealPercent: the machine's CPU the hypervisor gave to other guests during
 	// the run (cpustat.StealPercent).
 	StealPercent float64 `json:"host_steal_percent"`
+	// TemporalWorkflows is how many workflow executions the Temporal server held
+	// (in the namespace) when the run began: a dev server's SQLite costs more per
+	// workflow as it fills, so figures of a fresh server and a full one differ.
+	TemporalWorkflows int64 `json:"temporal_workflows_before"`
 }
 
 type waitedJSON struct {
@@ -430,7 +436,10 @@ type waitedJSON struct {
 }
 
 func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, concs []int, writes, acks, batchTurns, batchSize int) error {
-	rep := writeReport{LoadBefore: loadAvg(), Rounds: b.rounds}
+	rep := writeReport{LoadBefore: loadAvg(), Rounds: b.rounds, TemporalWorkflows: -1}
+	if n, err := b.app.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: b.app.Config.TemporalNamespace}); err == nil {
+		rep.TemporalWorkflows = n.GetCount()
+	}
 	machine0, _ := cpustat.ReadMachine()
 	var table []writeStats
 	turn := atomic.Int64{}
@@ -532,7 +541,8 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 	if asJSON {
 		return writeJSON(out, rep)
 	}
-	fmt.Fprintf(out, "\nload average %s → %s; host steal %.1f%% of the machine's CPU\n\n", rep.LoadBefore, rep.LoadAfter, rep.StealPercent)
+	fmt.Fprintf(out, "\nload average %s → %s; host steal %.1f%% of the machine's CPU; the Temporal server held %s workflows at the start\n\n",
+		rep.LoadBefore, rep.LoadAfter, rep.StealPercent, countOrUnknown(rep.TemporalWorkflows))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tcallers\tcalls\terrors\tp50 ms\tp95 ms\tp99 ms\tper s\tCPU ms/call (engram+temporal+postgres)\t")
 	for _, s := range table {
@@ -717,3 +727,11 @@ func (t *timedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32,
 
 func (t *timedEmbedder) reset()               { t.ns.Store(0) }
 func (t *timedEmbedder) total() time.Duration { return time.Duration(t.ns.Load()) }
+
+// countOrUnknown prints n, or "an unknown number of" when it is negative.
+func countOrUnknown(n int64) string {
+	if n < 0 {
+		return "an unknown number of"
+	}
+	return strconv.FormatInt(n, 10)
+}
