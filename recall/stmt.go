@@ -308,35 +308,12 @@ func stmtArgs(p plan, on retrieverSet) []any {
 		v.TenantID, v.UserID, v.allows(memory.ScopeUser), session,
 		task, v.allows(memory.ScopeTenant), dept,
 		agent, v.AsOf.UTC(), vec,
-		p.tsq, pgArray(q.Predicates), pgArray(q.EntityIDs),
-		pgArray(typeStrs), pgArray(q.EntityTypes), pgArray(q.States),
+		p.tsq, storage.TextArray(q.Predicates), storage.TextArray(q.EntityIDs),
+		storage.TextArray(typeStrs), storage.TextArray(q.EntityTypes), storage.TextArray(q.States),
 		int64(p.hops), p.speaker, v.TaskID,
 		hasSt, hasSeeds, vec != nil,
 		p.tsq != "" && on.has(RetrieverKeyword),
 	}
-}
-
-// pgArray renders a text[] literal.
-func pgArray(xs []string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, x := range xs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		for _, r := range x {
-			if r == '"' || r == '\\' {
-				b.WriteByte('\\')
-			}
-			if r != 0 {
-				b.WriteRune(r)
-			}
-		}
-		b.WriteByte('"')
-	}
-	b.WriteByte('}')
-	return b.String()
 }
 
 // parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
@@ -389,8 +366,9 @@ func (c *connStates) drop(dc any) {
 // (pgvector 0.8) so a visibility filter still fills the top k, no JIT (it costs
 // more than these short statements), and generic plans for prepared statements
 // (the statement's shape is fixed; re-planning it per call is what made recall
-// slow). Only recall prepares statements on the pool, so plan_cache_mode affects
-// nothing else; the hnsw settings favour completeness for every filtered search.
+// slow; storage.Open's pool starts its connections so too, for the write path's
+// prepared selects, and this keeps a pool opened otherwise the same); the hnsw
+// settings favour completeness for every filtered search.
 func (e *Engine) tuneSQL() string {
 	return fmt.Sprintf("SET hnsw.ef_search = %d; SET hnsw.iterative_scan = relaxed_order; SET hnsw.max_scan_tuples = %d; SET jit = off; SET plan_cache_mode = force_generic_plan",
 		e.opts.EfSearch, e.opts.MaxScanTuples)

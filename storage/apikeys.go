@@ -126,7 +126,10 @@ func (s *Store) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
 		return nil, ErrBadKey
 	}
 	k := new(APIKey)
-	err := s.db.NewSelect().Model(k).Where("prefix = ?", prefix).Scan(ctx)
+	text := preparedText(s.db, "LookupAPIKey", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*APIKey)(nil)).Where("prefix = ?", p...).String()
+	}, 1)
+	err := firstPrepared(ctx, s.db, text, k, prefix)
 	if err := notFound(err); err == ErrNotFound {
 		return nil, ErrBadKey
 	} else if err != nil {

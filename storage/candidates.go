@@ -157,18 +157,32 @@ func ListCandidates(ctx context.Context, db bun.IDB, tenantID string, f Candidat
 		return nil, err
 	}
 	var out []Candidate
-	q := db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
-	q = whereEq(q, "status", f.Status)
-	q = whereEq(q, "event_id", f.EventID)
-	q = whereEq(q, "workflow_id", f.WorkflowID)
-	q = whereEq(q, "user_id", f.UserID)
 	if f.Limit > 1000 {
 		f.Limit = 1000
 	}
+	var limit any // NULL: no limit
 	if f.Limit > 0 {
-		q = q.Limit(int64(f.Limit))
+		limit = f.Limit
 	}
-	if err := q.Order("created_at", "id").Scan(ctx); err != nil {
+	// One prepared statement per set of filters given.
+	args := []any{tenantID, limit}
+	cols := []string{}
+	name := "ListCandidates"
+	for _, c := range []struct{ col, v string }{{"status", string(f.Status)}, {"event_id", f.EventID}, {"workflow_id", f.WorkflowID}, {"user_id", f.UserID}} {
+		if c.v != "" {
+			cols = append(cols, c.col)
+			args = append(args, c.v)
+			name += " " + c.col
+		}
+	}
+	text := preparedText(db, name, func(db bun.IDB, p []any) string {
+		q := db.NewSelect().Model((*Candidate)(nil)).Where("tenant_id = ?", p[0])
+		for i, c := range cols {
+			q = q.Where("? = ?", bun.Ident(c), p[2+i])
+		}
+		return q.Order("created_at", "id").String() + " LIMIT $2"
+	}, len(args))
+	if err := selectPrepared(ctx, db, text, &out, args...); err != nil {
 		return nil, fmt.Errorf("list candidates: %w", err)
 	}
 	return out, nil

@@ -162,12 +162,19 @@ func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (sto
 		return e, true, nil
 	}
 	existing := new(Event)
-	err = s.db.NewSelect().Model(existing).
-		Where("tenant_id = ? AND idempotency_key = ?", tenantID, e.IdempotencyKey).Scan(ctx)
+	err = s.eventByKey(ctx, tenantID, e.IdempotencyKey, existing)
 	if err != nil {
 		return nil, false, fmt.Errorf("load event by idempotency key: %w", err)
 	}
 	return existing, false, sameStored(existing, e)
+}
+
+// eventByKey loads the event of an idempotency key into e, or errNoRows.
+func (s *Store) eventByKey(ctx context.Context, tenantID, key string, e *Event) error {
+	text := preparedText(s.db, "eventByKey", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
+	}, 2)
+	return firstPrepared(ctx, s.db, text, e, tenantID, key)
 }
 
 // EnsureEvent is InsertEvent for a caller whose event is usually stored already
@@ -180,8 +187,7 @@ func (s *Store) EnsureEvent(ctx context.Context, tenantID string, e *Event) (sto
 		return nil, false, err
 	}
 	existing := new(Event)
-	err = s.db.NewSelect().Model(existing).
-		Where("tenant_id = ? AND idempotency_key = ?", tenantID, e.IdempotencyKey).Scan(ctx)
+	err = s.eventByKey(ctx, tenantID, e.IdempotencyKey, existing)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s.InsertEvent(ctx, tenantID, e)
 	}
@@ -206,8 +212,10 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, erro
 		return nil, err
 	}
 	e := new(Event)
-	err := s.db.NewSelect().Model(e).Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
-	return e, notFound(err)
+	text := preparedText(s.db, "GetEvent", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
+	}, 2)
+	return e, notFound(firstPrepared(ctx, s.db, text, e, tenantID, id))
 }
 
 // SetEventStatus records the processing outcome of an event.
@@ -363,8 +371,11 @@ func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string)
 		return nil, nil
 	}
 	var out []Event
-	err := s.db.NewSelect().Model(&out).Column("id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at").
-		Where("tenant_id = ? AND idempotency_key IN (?)", tenantID, bun.In(keys)).Scan(ctx)
+	text := preparedText(s.db, "EventsByKey", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Event)(nil)).Column("id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at").
+			Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
+	}, 2)
+	err := selectPrepared(ctx, s.db, text, &out, tenantID, TextArray(keys))
 	if err != nil {
 		return nil, fmt.Errorf("load events by idempotency key: %w", err)
 	}
@@ -421,13 +432,18 @@ func (s *Store) MatchEvents(ctx context.Context, tenantID string, rows []*Event)
 // LockEvent locks an event's row for the rest of the transaction and returns its
 // status.
 func LockEvent(ctx context.Context, tx bun.IDB, tenantID, id string) (memory.EventStatus, error) {
-	var status memory.EventStatus
-	err := tx.NewSelect().Table("events").Column("status").
-		Where("tenant_id = ? AND id = ?", tenantID, id).For("UPDATE").Scan(ctx, &status)
+	text := preparedText(tx, "LockEvent", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Table("events").Column("status").Where("tenant_id = ? AND id = ?", p...).For("UPDATE").String()
+	}, 2)
+	var statuses []memory.EventStatus
+	err := selectPrepared(ctx, tx, text, &statuses, tenantID, id)
+	if err == nil && len(statuses) == 0 {
+		err = errNoRows
+	}
 	if err != nil {
 		return "", fmt.Errorf("lock event: %w", err)
 	}
-	return status, nil
+	return statuses[0], nil
 }
 
 // SetGovernedStatus records the status governance leaves an event in (PROCESSING,
@@ -469,16 +485,34 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 	if q.Inclusive {
 		op = "<="
 	}
-	sel := s.db.NewSelect().Model(&rows).Column("content", "key_id").
-		Where("tenant_id = ? AND user_id = ?", tenantID, q.UserID)
+	// One prepared statement per shape of the query (which filters it has).
+	var limit any // NULL: no limit
+	if q.Limit > 0 {
+		limit = q.Limit
+	}
+	args := []any{tenantID, q.UserID, q.Before.UTC(), limit}
 	if q.ExcludeID != "" {
-		sel = sel.Where("id <> ?", q.ExcludeID)
+		args = append(args, q.ExcludeID)
 	}
-	sel = sel.Where("occurred_at "+op+" ?", q.Before.UTC())
 	if q.SessionID != "" {
-		sel = sel.Where("session_id = ?", q.SessionID)
+		args = append(args, q.SessionID)
 	}
-	if err := sel.Order("occurred_at DESC").Limit(int64(q.Limit)).Scan(ctx); err != nil {
+	name := fmt.Sprintf("RecentTurns %s exclude=%v session=%v", op, q.ExcludeID != "", q.SessionID != "")
+	text := preparedText(s.db, name, func(db bun.IDB, p []any) string {
+		sel := db.NewSelect().Model((*Evidence)(nil)).Column("content", "key_id").
+			Where("tenant_id = ? AND user_id = ?", p[0], p[1]).
+			Where("occurred_at "+op+" ?", p[2])
+		next := 4
+		if q.ExcludeID != "" {
+			sel = sel.Where("id <> ?", p[next])
+			next++
+		}
+		if q.SessionID != "" {
+			sel = sel.Where("session_id = ?", p[next])
+		}
+		return sel.Order("occurred_at DESC").String() + " LIMIT $4"
+	}, len(args))
+	if err := selectPrepared(ctx, s.db, text, &rows, args...); err != nil {
 		return nil, err
 	}
 	if err := s.DecryptEvidence(rows); err != nil {

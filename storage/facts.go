@@ -140,9 +140,11 @@ func CurrentFact(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (*
 		return nil, err
 	}
 	f := new(Fact)
-	err := db.NewSelect().Model(f).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND memory_key = ? AND status = 'ACTIVE'", tenantID, memoryKey).Scan(ctx)
-	return f, notFound(err)
+	text := preparedText(db, "CurrentFact", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+			Where("tenant_id = ? AND memory_key = ? AND status = 'ACTIVE'", p...).String()
+	}, 2)
+	return f, notFound(firstPrepared(ctx, db, text, f, tenantID, memoryKey))
 }
 
 // WriteFactRevision writes f as the next revision of its memory key inside db,
@@ -170,8 +172,11 @@ func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact
 		}
 	}
 	var maxRev int
-	if err := db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
-		Where("tenant_id = ? AND memory_key = ?", tenantID, f.MemoryKey).Scan(ctx, &maxRev); err != nil {
+	text := preparedText(db, "MaxRevision", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
+			Where("tenant_id = ? AND memory_key = ?", p...).String()
+	}, 2)
+	if err := selectPrepared(ctx, db, text, &maxRev, tenantID, f.MemoryKey); err != nil {
 		return nil, fmt.Errorf("read revisions: %w", err)
 	}
 	f.Revision = maxRev + 1
@@ -421,9 +426,12 @@ func Revisions(ctx context.Context, db bun.IDB, tenantID, memoryKey string) ([]F
 		return nil, err
 	}
 	var out []Fact
-	err := db.NewSelect().Model(&out).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey).
-		Order("valid_from ASC", "revision ASC").Scan(ctx)
+	text := preparedText(db, "Revisions", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+			Where("tenant_id = ? AND memory_key = ?", p...).
+			Order("valid_from ASC", "revision ASC").String()
+	}, 2)
+	err := selectPrepared(ctx, db, text, &out, tenantID, memoryKey)
 	return out, err
 }
 
@@ -434,10 +442,13 @@ func ActiveBySubjectPredicate(ctx context.Context, db bun.IDB, tenantID, userID,
 		return nil, err
 	}
 	var out []Fact
-	err := db.NewSelect().Model(&out).ExcludeColumn("embedding").
-		Where("tenant_id = ? AND status = 'ACTIVE' AND predicate = ? AND lower(subject) = lower(?)", tenantID, predicate, subject).
-		Where("(user_id = ? OR scope IN ('TENANT', 'DEPARTMENT'))", userID).
-		Limit(50).Scan(ctx)
+	text := preparedText(db, "ActiveBySubjectPredicate", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+			Where("tenant_id = ? AND status = 'ACTIVE' AND predicate = ? AND lower(subject) = lower(?)", p[:3]...).
+			Where("(user_id = ? OR scope IN ('TENANT', 'DEPARTMENT'))", p[3]).
+			Limit(50).String()
+	}, 4)
+	err := selectPrepared(ctx, db, text, &out, tenantID, predicate, subject, userID)
 	return out, err
 }
 

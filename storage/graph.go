@@ -130,8 +130,11 @@ func (s *Store) EntitiesOfUser(ctx context.Context, tenantID, userID string, lim
 		limit = 500
 	}
 	var out []Entity
-	err := s.db.NewSelect().Model(&out).Where("tenant_id = ? AND user_id = ?", tenantID, userID).
-		Order("updated_at DESC").Limit(int64(limit)).Scan(ctx)
+	text := preparedText(s.db, "EntitiesOfUser", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Entity)(nil)).Where("tenant_id = ? AND user_id = ?", p[:2]...).
+			Order("updated_at DESC").String() + " LIMIT $3"
+	}, 3)
+	err := selectPrepared(ctx, s.db, text, &out, tenantID, userID, limit)
 	return out, err
 }
 

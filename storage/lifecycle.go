@@ -138,12 +138,16 @@ func (s *Store) ErasureInProgress(ctx context.Context, tenantID, userID string) 
 	if err := checkTenant(tenantID); err != nil {
 		return false, err
 	}
-	n, err := s.db.NewSelect().Model((*Tombstone)(nil)).
-		Where("tenant_id = ? AND status = 'RUNNING'", tenantID).
-		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			return q.Where("subject_type = 'TENANT' AND subject_id = ?", tenantID).
-				WhereOr("subject_type = 'USER' AND subject_id = ?", userID)
-		}).Count(ctx)
+	text := preparedText(s.db, "ErasureInProgress", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Tombstone)(nil)).ColumnExpr("count(*)").
+			Where("tenant_id = ? AND status = 'RUNNING'", p[0]).
+			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+				return q.Where("subject_type = 'TENANT' AND subject_id = ?", p[0]).
+					WhereOr("subject_type = 'USER' AND subject_id = ?", p[1])
+			}).String()
+	}, 2)
+	var n int
+	err := selectPrepared(ctx, s.db, text, &n, tenantID, userID)
 	if err != nil {
 		return false, fmt.Errorf("check erasure: %w", err)
 	}

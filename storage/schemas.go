@@ -66,13 +66,16 @@ func (s *Store) GetSchema(ctx context.Context, tenantID, name string, version in
 		return nil, err
 	}
 	sc := new(StoredSchema)
-	q := s.db.NewSelect().Model(sc).Where("tenant_id = ? AND name = ?", tenantID, name)
 	if version > 0 {
-		q = q.Where("version = ?", version)
-	} else {
-		q = q.Order("version DESC").Limit(1)
+		text := preparedText(s.db, "GetSchema version", func(db bun.IDB, p []any) string {
+			return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ? AND version = ?", p...).String()
+		}, 3)
+		return sc, notFound(firstPrepared(ctx, s.db, text, sc, tenantID, name, version))
 	}
-	return sc, notFound(q.Scan(ctx))
+	text := preparedText(s.db, "GetSchema latest", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ?", p...).Order("version DESC").Limit(1).String()
+	}, 2)
+	return sc, notFound(firstPrepared(ctx, s.db, text, sc, tenantID, name))
 }
 
 // SchemaVersions lists the stored versions of a schema, ascending.

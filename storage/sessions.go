@@ -72,8 +72,10 @@ func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (*Se
 		return nil, err
 	}
 	out := new(Session)
-	err := s.db.NewSelect().Model(out).Where("tenant_id = ? AND id = ?", tenantID, sessionID).Scan(ctx)
-	return out, notFound(err)
+	text := preparedText(s.db, "GetSession", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Session)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
+	}, 2)
+	return out, notFound(firstPrepared(ctx, s.db, text, out, tenantID, sessionID))
 }
 
 // AppendTurn adds a turn to a session's working memory, keeping the last keep
