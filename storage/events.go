@@ -226,8 +226,11 @@ func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status 
 	if err := validStatus(status); err != nil {
 		return err
 	}
-	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", status, reason).
-		Where("tenant_id = ? AND id = ?", tenantID, id).Exec(ctx)
+	text := preparedText(s.db, "SetEventStatus", func(db bun.IDB, p []any) string {
+		return db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", p[:2]...).
+			Where("tenant_id = ? AND id = ?", p[2:]...).String()
+	}, 4)
+	res, err := execPrepared(ctx, s.db, text, status, reason, tenantID, id)
 	if err != nil {
 		return fmt.Errorf("set event status: %w", err)
 	}
@@ -449,19 +452,25 @@ func LockEvent(ctx context.Context, tx bun.IDB, tenantID, id string) (memory.Eve
 // SetGovernedStatus records the status governance leaves an event in (PROCESSING,
 // or PENDING_REVIEW when a candidate needs a reviewer), unless it is already COMMITTED.
 func SetGovernedStatus(ctx context.Context, db bun.IDB, tenantID, id string, status memory.EventStatus) error {
-	_, err := db.NewUpdate().Table("events").Set("status = ?", status).
-		Where("tenant_id = ? AND id = ? AND status <> ?", tenantID, id, memory.EventCommitted).Exec(ctx)
+	text := preparedText(db, "SetGovernedStatus", func(db bun.IDB, p []any) string {
+		return db.NewUpdate().Table("events").Set("status = ?", p[0]).
+			Where("tenant_id = ? AND id = ? AND status <> ?", p[1], p[2], memory.EventCommitted).String()
+	}, 3)
+	_, err := execPrepared(ctx, db, text, status, tenantID, id)
 	return err
 }
 
 // SettleEventStatus sets an event COMMITTED once none of its candidates waits for a
 // review (PENDING or NEEDS_CONFIRMATION), else PENDING_REVIEW, and clears its reason.
 func SettleEventStatus(ctx context.Context, db bun.IDB, tenantID, id string) error {
-	_, err := db.NewUpdate().Table("events").
-		Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN (?, ?)) THEN ? ELSE ? END",
-			tenantID, id, memory.CandidatePending, memory.CandidateNeedsConfirmation, memory.EventPendingReview, memory.EventCommitted).
-		Set("status_reason = ''").
-		Where("tenant_id = ? AND id = ?", tenantID, id).Exec(ctx)
+	text := preparedText(db, "SettleEventStatus", func(db bun.IDB, p []any) string {
+		return db.NewUpdate().Table("events").
+			Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN (?, ?)) THEN ? ELSE ? END",
+				p[0], p[1], memory.CandidatePending, memory.CandidateNeedsConfirmation, memory.EventPendingReview, memory.EventCommitted).
+			Set("status_reason = ''").
+			Where("tenant_id = ? AND id = ?", p[0], p[1]).String()
+	}, 2)
+	_, err := execPrepared(ctx, db, text, tenantID, id)
 	return err
 }
 

@@ -80,27 +80,49 @@ func closePrepared(db *sql.DB) {
 	})
 }
 
-// selectPrepared runs the select text with args through db (the pool, or a
-// transaction on its connection) and scans the rows into dest as bun would.
-func selectPrepared(ctx context.Context, db bun.IDB, text string, dest any, args ...any) error {
-	bdb := db.NewSelect().DB()
-	st, err := stmtFor(ctx, bdb.DB, text)
+// preparedOn returns the prepared statement of text for db: the pool's, or the
+// transaction's (close it after use; the connection keeps it prepared).
+func preparedOn(ctx context.Context, db bun.IDB, text string) (st *sql.Stmt, inTx bool, err error) {
+	st, err = stmtFor(ctx, db.NewSelect().DB().DB, text)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	switch d := db.(type) {
 	case *bun.DB:
+		return st, false, nil
 	case bun.Tx:
-		st = d.Tx.StmtContext(ctx, st)
+		return d.Tx.StmtContext(ctx, st), true, nil
+	}
+	return nil, false, fmt.Errorf("storage: cannot run a prepared statement through %T", db)
+}
+
+// execPrepared runs the statement text (an update) with args through db.
+func execPrepared(ctx context.Context, db bun.IDB, text string, args ...any) (sql.Result, error) {
+	st, inTx, err := preparedOn(ctx, db, text)
+	if err != nil {
+		return nil, err
+	}
+	if inTx {
 		defer st.Close()
-	default:
-		return fmt.Errorf("storage: cannot run a prepared statement through %T", db)
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// selectPrepared runs the select text with args through db (the pool, or a
+// transaction on its connection) and scans the rows into dest as bun would.
+func selectPrepared(ctx context.Context, db bun.IDB, text string, dest any, args ...any) error {
+	st, inTx, err := preparedOn(ctx, db, text)
+	if err != nil {
+		return err
+	}
+	if inTx {
+		defer st.Close()
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return err
 	}
-	return bdb.ScanRows(ctx, rows, dest)
+	return db.NewSelect().DB().ScanRows(ctx, rows, dest)
 }
 
 // firstPrepared is selectPrepared for one row: its values in dest, or errNoRows.

@@ -146,12 +146,15 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := s.db.NewUpdate().Model((*Session)(nil)).
-		Set("recent = ?::jsonb", string(raw)).
-		Set("turn_count = turn_count + 1").
-		Set("user_id = CASE WHEN user_id = '' THEN ? ELSE user_id END", userID).
-		Set("updated_at = now()").
-		Where("tenant_id = ? AND id = ? AND turn_count = ?", tenantID, sessionID, sess.TurnCount).Exec(ctx)
+	text := preparedText(s.db, "appendTurn", func(db bun.IDB, p []any) string {
+		return db.NewUpdate().Model((*Session)(nil)).
+			Set("recent = ?::jsonb", p[0]).
+			Set("turn_count = turn_count + 1").
+			Set("user_id = CASE WHEN user_id = '' THEN ? ELSE user_id END", p[1]).
+			Set("updated_at = now()").
+			Where("tenant_id = ? AND id = ? AND turn_count = ?", p[2:]...).String()
+	}, 5)
+	res, err := execPrepared(ctx, s.db, text, string(raw), userID, tenantID, sessionID, sess.TurnCount)
 	if err != nil {
 		return nil, false, fmt.Errorf("update session: %w", err)
 	}
