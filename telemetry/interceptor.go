@@ -49,22 +49,32 @@ func (a *activityCounter) ExecuteActivity(ctx context.Context, in *interceptor.E
 		if v, ok := res.(write.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
 			a.m.ExtractFailures.WithLabelValues("invalid").Inc()
 		}
+	case "FastWrite":
+		// Revision 2: Record's extraction inside the write's one step.
+		if r, ok := res.(write.FastWriteResult); ok && err == nil && r.Done {
+			a.countInProcess(r.Attempts, r.Status != write.WriteUnparsed)
+		}
 	case "Record":
 		// An in-process extractor runs inside Record (write revision 1): its
 		// attempts, and those that did not validate, count as the steps' would.
 		if r, ok := res.(write.RecordResult); ok && err == nil && r.Extracted != nil {
-			x := r.Extracted
-			a.m.ExtractAttempts.Add(float64(x.Attempts))
-			invalid := x.Attempts
-			if x.Errors == nil {
-				invalid--
-			}
-			if invalid > 0 {
-				a.m.ExtractFailures.WithLabelValues("invalid").Add(float64(invalid))
-			}
+			a.countInProcess(r.Extracted.Attempts, r.Extracted.Errors == nil)
 		}
 	}
 	return res, err
+}
+
+// countInProcess counts an in-process extraction's attempts, each but a last
+// that validated as one that did not.
+func (a *activityCounter) countInProcess(attempts int, lastValid bool) {
+	a.m.ExtractAttempts.Add(float64(attempts))
+	invalid := attempts
+	if lastValid {
+		invalid--
+	}
+	if invalid > 0 {
+		a.m.ExtractFailures.WithLabelValues("invalid").Add(float64(invalid))
+	}
 }
 
 type workflowCounter struct {

@@ -1151,6 +1151,78 @@ func (a *MemoryActivities) embedOne(ctx context.Context, text string) (*pgvector
 	return &v, nil
 }
 
+// FastWrite is the whole of a write that needs no LLM (write revision 2): Record,
+// then, with what Record's in-process extractor made of the turn, the outcome —
+// UNPARSED when no attempt validated, COMMITTED with nothing to remember, or
+// GovernCommit — in one local activity, so a write is one marker in its history and
+// one step of the worker. Every part is idempotent, so a run again after a lost
+// result (a killed worker) returns what the first committed. With an extractor
+// that runs out of process (an LLM) it is Record alone (Done false) and the
+// workflow goes on as in revision 1.
+func (a *MemoryActivities) FastWrite(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
+	return fastWrite(ctx, in, a.Record, a.GovernCommit, a.MarkEvent)
+}
+
+// fastWrite is FastWrite over its steps.
+func fastWrite(ctx context.Context, in FastWriteInput,
+	record func(context.Context, RecordInput) (RecordResult, error),
+	governCommit func(context.Context, GovernInput) (GovernCommitResult, error),
+	mark func(context.Context, MarkEventInput) error,
+) (FastWriteResult, error) {
+	var out FastWriteResult
+	rec, err := record(ctx, in.Record)
+	if err != nil {
+		return out, err
+	}
+	out.Record = rec
+	x := rec.Extracted
+	if x == nil {
+		return out, nil
+	}
+	// The workflow needs none of what extraction was given or made once it is done.
+	out.Record.Recent, out.Record.Known, out.Record.Extracted = nil, nil, nil
+	out.Done, out.Attempts = true, x.Attempts
+	ev := in.Record.Event
+	if rec.Schema != "" {
+		ev.Schema = rec.Schema
+	}
+	switch {
+	case len(x.Errors) > 0:
+		out.Status = WriteUnparsed
+		out.Reason = fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(x.Errors, "; "))
+		return out, mark(ctx, MarkEventInput{TenantID: ev.TenantID, EventID: rec.EventID, Status: memory.EventUnparsed, Reason: out.Reason})
+	case len(x.Candidates) == 0:
+		out.Status = WriteNoMemory
+		return out, mark(ctx, MarkEventInput{TenantID: ev.TenantID, EventID: rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"})
+	}
+	gc, err := governCommit(ctx, GovernInput{Event: ev, EventID: rec.EventID, EvidenceID: rec.EvidenceID,
+		WorkflowID: in.Record.WorkflowID, Candidates: x.Candidates, Embed: true})
+	if err != nil {
+		return out, err
+	}
+	out.Status, out.Governed = WriteCommitted, &gc
+	return out, nil
+}
+
+// FastWriteInput is FastWrite's input: Record's, and the attempts the write allows
+// (for the reason of an UNPARSED write).
+type FastWriteInput struct {
+	Record          RecordInput `json:"record"`
+	ExtractAttempts int         `json:"extract_attempts"`
+}
+
+// FastWriteResult is what FastWrite did. Done: the write's outcome is Status
+// (Reason, Attempts), and Governed holds what a committed write governed and
+// committed; else Record is all that ran.
+type FastWriteResult struct {
+	Record   RecordResult        `json:"record"`
+	Done     bool                `json:"done,omitempty"`
+	Status   string              `json:"status,omitempty"`
+	Reason   string              `json:"reason,omitempty"`
+	Attempts int                 `json:"attempts,omitempty"`
+	Governed *GovernCommitResult `json:"governed,omitempty"`
+}
+
 // MarkEventInput records a final event status that is not a commit.
 type MarkEventInput struct {
 	TenantID string             `json:"tenant_id"`

@@ -67,7 +67,10 @@ type MemoryWriteInput struct {
 //	   markers and no search attributes unless refused during an erasure or
 //	   waiting for review (Prepare); Record embeds the turn and runs an in-process
 //	   extractor, Commit embeds the facts.
-const WriteRevision = 1
+//	2: with an in-process extractor the whole write is one local activity
+//	   (FastWrite: Record, then UNPARSED, nothing to remember, or GovernCommit):
+//	   one marker instead of two (bench write at 32 callers: see the README).
+const WriteRevision = 2
 
 // Write outcomes.
 const (

@@ -300,7 +300,15 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 	if st.inline() {
 		rin.ExtractAttempts, rin.UpdateSession = in.ExtractAttempts, true
 	}
-	if err := st.db(ctx, a.Record, rin).Get(ctx, &w.rec); err != nil {
+	var fast *FastWriteResult
+	if st.rev >= 2 && st.inline() && in.PauseBeforeCommit == 0 {
+		// Revision 2: the whole write in one step when the extractor runs in process.
+		var fw FastWriteResult
+		if err := st.db(ctx, a.FastWrite, FastWriteInput{Record: rin, ExtractAttempts: in.ExtractAttempts}).Get(ctx, &fw); err != nil {
+			return w, err
+		}
+		w.rec, fast = fw.Record, &fw
+	} else if err := st.db(ctx, a.Record, rin).Get(ctx, &w.rec); err != nil {
 		return w, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
@@ -340,6 +348,14 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		w.res.Status, w.res.Reason = WriteUnparsed, reason
 		err := st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventUnparsed, Reason: reason}).Get(ctx, nil)
 		return w, err
+	}
+
+	if fast != nil && fast.Done {
+		w.res.Status, w.res.Reason, w.res.Attempts = fast.Status, fast.Reason, fast.Attempts
+		if fast.Governed != nil {
+			w.governed(ctx, st, ev, *fast.Governed, rv, in.ReviewTimeout)
+		}
+		return w, nil
 	}
 
 	var cands []memory.Candidate
@@ -388,13 +404,8 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		if err := st.db(ctx, a.GovernCommit, gin).Get(ctx, &gc); err != nil {
 			return w, err
 		}
-		for _, it := range gc.Pending {
-			w.pending = append(w.pending, pendingItem{item: it, evidence: w.rec.EvidenceID})
-		}
-		rv.add(ctx, w.pending, in.ReviewTimeout)
 		w.res.Status = WriteCommitted
-		w.res.Results = append(w.res.Results, gc.Committed.Results...)
-		w.indexFacts(ctx, st, ev, gc.Committed)
+		w.governed(ctx, st, ev, gc, rv, in.ReviewTimeout)
 		return w, nil
 	}
 	var gov GovernResult
@@ -423,6 +434,17 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		}
 	}
 	return w, nil
+}
+
+// governed takes in what GovernCommit did: the candidates left for a reviewer, the
+// results of those committed, and an index of facts committed without a vector.
+func (w *written) governed(ctx workflow.Context, st steps, ev memory.IngestEvent, gc GovernCommitResult, rv *reviewState, reviewTimeout time.Duration) {
+	for _, it := range gc.Pending {
+		w.pending = append(w.pending, pendingItem{item: it, evidence: w.rec.EvidenceID})
+	}
+	rv.add(ctx, w.pending, reviewTimeout)
+	w.res.Results = append(w.res.Results, gc.Committed.Results...)
+	w.indexFacts(ctx, st, ev, gc.Committed)
 }
 
 // commit commits items of this event (with verdicts for reviewed ones) and indexes

@@ -80,21 +80,21 @@ func newWriteHarness(t *testing.T) *writeHarness {
 	h.env.RegisterActivity(wa)
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: MemoryWriteWorkflowID("acme", "k1")})
 
-	h.env.OnActivity(wa.Record, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in RecordInput) (RecordResult, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.records = append(h.records, in)
-			h.log = append(h.log, "record:"+in.Event.IdempotencyKey)
-			if h.started.IsZero() {
-				h.started = h.env.Now()
-			}
-			if h.recordErr != nil {
-				return RecordResult{}, h.recordErr
-			}
-			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in),
-				SessionUpdated: in.UpdateSession && in.Event.SessionID != "" && !h.sessionUnupdated}, nil
-		})
+	record := func(ctx context.Context, in RecordInput) (RecordResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.records = append(h.records, in)
+		h.log = append(h.log, "record:"+in.Event.IdempotencyKey)
+		if h.started.IsZero() {
+			h.started = h.env.Now()
+		}
+		if h.recordErr != nil {
+			return RecordResult{}, h.recordErr
+		}
+		return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in),
+			SessionUpdated: in.UpdateSession && in.Event.SessionID != "" && !h.sessionUnupdated}, nil
+	}
+	h.env.OnActivity(wa.Record, mock.Anything, mock.Anything).Return(record)
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
 	h.env.OnActivity(wa.UpdateSession, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in UpdateSessionInput) (UpdateSessionResult, error) {
@@ -103,34 +103,34 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.log = append(h.log, "session:"+in.Turn.EvidenceID)
 			return UpdateSessionResult{Appended: true, TurnCount: 1}, nil
 		})
-	h.env.OnActivity(wa.GovernCommit, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
-			h.mu.Lock()
-			h.governs = append(h.governs, in)
-			h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
-			items, gerr := h.governItems, h.governErr
-			h.mu.Unlock()
-			var out GovernCommitResult
-			if gerr != nil {
-				return out, gerr
+	governCommit := func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
+		h.mu.Lock()
+		h.governs = append(h.governs, in)
+		h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
+		items, gerr := h.governItems, h.governErr
+		h.mu.Unlock()
+		var out GovernCommitResult
+		if gerr != nil {
+			return out, gerr
+		}
+		var now []Governed
+		for _, it := range items {
+			if it.Decision.Status == memory.CandidateNeedsConfirmation {
+				out.Pending = append(out.Pending, it)
+			} else {
+				now = append(now, it)
 			}
-			var now []Governed
-			for _, it := range items {
-				if it.Decision.Status == memory.CandidateNeedsConfirmation {
-					out.Pending = append(out.Pending, it)
-				} else {
-					now = append(now, it)
-				}
+		}
+		if len(now) > 0 {
+			com, err := h.commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
+			if err != nil {
+				return out, err
 			}
-			if len(now) > 0 {
-				com, err := h.commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
-				if err != nil {
-					return out, err
-				}
-				out.Committed = com
-			}
-			return out, nil
-		})
+			out.Committed = com
+		}
+		return out, nil
+	}
+	h.env.OnActivity(wa.GovernCommit, mock.Anything, mock.Anything).Return(governCommit)
 	h.env.OnActivity(wa.Index, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in IndexInput) error {
 			h.mu.Lock()
@@ -139,13 +139,21 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.log = append(h.log, "index")
 			return h.indexErr
 		})
-	h.env.OnActivity(wa.MarkEvent, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in MarkEventInput) error {
+	mark := func(_ context.Context, in MarkEventInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.marks = append(h.marks, in)
+		h.log = append(h.log, "mark:"+string(in.Status))
+		return nil
+	}
+	h.env.OnActivity(wa.MarkEvent, mock.Anything, mock.Anything).Return(mark)
+	// Revision 2's one step is the harness's own steps in a row.
+	h.env.OnActivity(wa.FastWrite, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
 			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.marks = append(h.marks, in)
-			h.log = append(h.log, "mark:"+string(in.Status))
-			return nil
+			h.log = append(h.log, "fast")
+			h.mu.Unlock()
+			return fastWrite(ctx, in, record, governCommit, mark)
 		})
 	h.env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in MarkFailedInput) (int, error) {
@@ -1126,7 +1134,7 @@ func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
 	// Record and Commit stored the vectors: no Index step.
-	assert.Equal(t, []string{"record:k1", "extract", "validate", "govern:k1", "commit"}, h.log)
+	assert.Equal(t, []string{"fast", "record:k1", "extract", "validate", "govern:k1", "commit"}, h.log)
 	assert.True(t, h.records[0].Embed)
 	assert.True(t, h.commits[0].Embed)
 	assert.Empty(t, h.review, "no search attribute upsert on a write that needs no review")
@@ -1207,7 +1215,7 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
-	assert.Equal(t, []string{"record:k1", "govern:k1", "commit"}, h.log)
+	assert.Equal(t, []string{"fast", "record:k1", "govern:k1", "commit"}, h.log, "revision 2: one step")
 	assert.Equal(t, 3, h.records[0].ExtractAttempts)
 	assert.Equal(t, []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}, h.governs[0].Candidates)
 
@@ -1226,7 +1234,24 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	h.validateAlways()
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
-	assert.Equal(t, []string{"record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
+	assert.Equal(t, []string{"fast", "record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
+
+	// Revision 2 ends in its one step: nothing to remember, or UNPARSED.
+	h = newWriteHarness(t)
+	h.recordExtracts = &Extracted{Attempts: 1}
+	res = h.run(in)
+	assert.Equal(t, WriteNoMemory, res.Status)
+	assert.Equal(t, []string{"fast", "record:k1", "mark:COMMITTED"}, h.log)
+
+	// Revision 1 runs Record and GovernCommit as two steps, as its histories did.
+	in1 := in
+	in1.Revision = 1
+	h = newWriteHarness(t)
+	h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
+	res = h.run(in1)
+	assert.Equal(t, WriteCommitted, res.Status)
+	assert.Equal(t, []string{"record:k1", "govern:k1", "commit"}, h.log)
 }
 
 // Revision 1: Record adds the turn to its session; the UpdateSession step runs

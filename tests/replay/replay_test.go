@@ -31,7 +31,9 @@ var histories = []string{
 	"memorywrite_review_v0.json",   // before the fast path (activities, no version markers)
 	"memorywrite_review_rev0.json", // the fast path, versioned by GetVersion markers (Revision 0)
 	"memorywrite_fast_rev0.json",
-	"memorywrite_review.json", // Revision 1: search attributes set at start, no markers
+	"memorywrite_review_rev1.json", // Revision 1: no version markers, no search attributes at start
+	"memorywrite_fast_rev1.json",
+	"memorywrite_review.json", // Revision 2: an in-process extraction's write is one local activity
 	"memorywrite_fast.json",
 	"memorywritebatch_fast.json",
 	"task_outcome_unknown.json",

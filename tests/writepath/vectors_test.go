@@ -69,7 +69,7 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 	require.Len(t, sess.Recent, 1)
 	assert.Equal(t, res.EvidenceID, sess.Recent[0].EvidenceID)
 
-	// The history: Record and GovernCommit; no Index, Extract or UpdateSession.
+	// The history: one FastWrite (revision 2); no Index, Extract or UpdateSession.
 	count := func(id string) (local map[string]int) {
 		local = map[string]int{}
 		it := e.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -82,6 +82,6 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 		}
 		return local
 	}
-	assert.Equal(t, 2, count(run.GetID())["any"], "Record and GovernCommit")
+	assert.Equal(t, 1, count(run.GetID())["any"], "FastWrite: record, govern and commit in one step")
 	assert.Less(t, count(run.GetID())["any"], count(orun.GetID())["any"], "fewer local activities than a revision-0 write")
 }
