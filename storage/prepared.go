@@ -10,16 +10,18 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// Prepared statements for the selects every write runs. bun writes each value into
-// the SQL text, so Postgres parses and plans every call afresh: at 32 callers of
-// engram bench write, planning was 1.8 ms of Postgres's 4.9 ms of CPU per write
-// (pg_stat_statements), 0.27 ms a call for a select on facts, whose twenty indexes
-// the planner weighs each time. These statements are built with bun once, with
-// bun.Safe("$n") where the values go, and run as prepared statements with the values
-// as parameters: database/sql prepares each on a pooled connection the first time
-// it runs there (a transaction's included), and Postgres plans it there once (a
-// generic plan after five calls, when that costs no more than planning each call).
-// A statement whose plan a schema change invalidated is planned again by Postgres.
+// Prepared statements for the selects and updates every write runs. bun writes each
+// value into the SQL text, so Postgres parses and plans every call afresh: at 32
+// callers of engram bench write, planning was 1.8 ms of Postgres's 4.9 ms of CPU per
+// write (pg_stat_statements), 0.27 ms a call for a select on facts, whose twenty
+// indexes the planner weighs each time (0.47 ms a write is left, mostly inserts
+// still sent by bun). These statements are built with bun once, with bun.Safe("$n")
+// where the values go and the constants that select partial indexes written in, and
+// run as prepared statements with the values as parameters: database/sql prepares
+// each on a pooled connection the first time it runs there (a transaction's
+// included), and Postgres plans it there once (the pool's connections use generic
+// plans, Open). A statement whose plan a schema change invalidated is planned again
+// by Postgres.
 
 // placeholders returns bun.Safe("$1") … bun.Safe("$n"), to build a statement's text.
 func placeholders(n int) []any {
