@@ -1,11 +1,13 @@
 package write
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -823,18 +825,38 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 				return err
 			}
 		}
+		var graph []memory.Candidate
 		for _, it := range in.Items {
-			r, factID, err := a.commitOne(ctx, tx, s, in, it)
+			r, factID, c, err := a.commitOne(ctx, tx, s, in, it)
 			if err != nil {
 				return fmt.Errorf("commit candidate %s: %w", it.CandidateID, err)
 			}
 			if factID != "" {
 				out.FactIDs = append(out.FactIDs, factID)
 			}
+			if c != nil {
+				graph = append(graph, *c)
+			}
 			out.Results = append(out.Results, r)
 		}
 		// The event is COMMITTED once none of its candidates waits for a review.
-		return storage.SettleEventStatus(ctx, tx, tenant, in.EventID)
+		if err := storage.SettleEventStatus(ctx, tx, tenant, in.EventID); err != nil {
+			return err
+		}
+		// Entities last, in one order: other writes about the same entity (a city,
+		// an order) wait on its row until this transaction ends, so it is locked
+		// as late as can be (at 32 callers of bench write such an upsert waited
+		// 6 ms on average), and two commits never lock two entities in opposite
+		// orders.
+		slices.SortStableFunc(graph, func(x, y memory.Candidate) int {
+			return cmp.Or(cmp.Compare(x.EntityType, y.EntityType), cmp.Compare(x.EntityID, y.EntityID))
+		})
+		for _, c := range graph {
+			if err := a.writeGraph(ctx, tx, s, in, c); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	for _, id := range out.FactIDs {
 		if in.indexed[id] {
@@ -887,7 +909,11 @@ func factContent(c memory.Candidate) string {
 	return strings.TrimSpace(c.Subject + " " + c.Predicate + " " + c.Object)
 }
 
-func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed) (CommittedResult, string, error) {
+// commitOne commits one governed candidate: its decision (decided again on what is
+// stored now), the fact revision it writes and its candidate row. It returns the
+// result, the fact revision to index, and the accepted candidate whose entity and
+// relations the caller writes (writeGraph) before the transaction ends.
+func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed) (CommittedResult, string, *memory.Candidate, error) {
 	tenant := in.Event.TenantID
 	d := it.Decision
 	res := CommittedResult{CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey}
@@ -895,17 +921,17 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	if it.Proposal.MemoryKey != "" && d.Status != memory.CandidateRejected {
 		existing, err := a.loadExisting(ctx, tx, tenant, in.Event.UserID, it.Proposal)
 		if err != nil {
-			return res, "", err
+			return res, "", nil, err
 		}
 		switch d.Status {
 		case memory.CandidateNeedsConfirmation:
 			v, ok := in.Verdicts[it.CandidateID]
 			if !ok {
-				return res, "", fmt.Errorf("no review verdict for a candidate that needs confirmation")
+				return res, "", nil, fmt.Errorf("no review verdict for a candidate that needs confirmation")
 			}
 			d, err = governance.Review(a.Gov, it.Proposal, existing, d, v)
 			if err != nil {
-				return res, "", temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
+				return res, "", nil, temporal.NewNonRetryableApplicationError(err.Error(), memory.ErrTypeBadInput, err)
 			}
 			now := time.Now().UTC()
 			row.Reviewer, row.ReviewNote, row.ReviewedAt = v.Reviewer, v.Note, &now
@@ -919,7 +945,7 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 			if nd.Status == memory.CandidateNeedsConfirmation {
 				nd, err = governance.Review(a.Gov, it.Proposal, existing, nd, governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "engram:governance"})
 				if err != nil {
-					return res, "", err
+					return res, "", nil, err
 				}
 			}
 			d = nd
@@ -928,6 +954,7 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	res.Status, res.Action, res.Reason, res.Reviewer = d.Status, string(d.Action), d.Reason, row.Reviewer
 	row.Status, row.Action, row.Reason = d.Status, string(d.Action), d.Reason
 	var factID string
+	var graph *memory.Candidate
 	if d.Status == memory.CandidateAccepted {
 		c := it.Candidate
 		if row.Object != c.Object {
@@ -937,23 +964,21 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 		var err error
 		factID, err = a.applyAction(ctx, tx, s, in, it, c, d)
 		if err != nil {
-			return res, "", err
+			return res, "", nil, err
 		}
 		if factID != "" {
 			row.FactID = &factID
 			res.FactID = factID
 		}
-		if err := a.writeGraph(ctx, tx, s, in, c); err != nil {
-			return res, "", err
-		}
+		graph = &c
 	}
 	if err := storage.UpsertCandidate(ctx, tx, tenant, row); err != nil {
-		return res, "", err
+		return res, "", nil, err
 	}
 	if !indexable(d.Action) {
-		return res, "", nil // no new revision to index
+		return res, "", graph, nil // no new revision to index
 	}
-	return res, factID, nil
+	return res, factID, graph, nil
 }
 
 // indexable is whether an accepted candidate's action wrote a fact revision to
