@@ -84,23 +84,28 @@ func closePrepared(db *sql.DB) {
 
 // preparedOn returns the prepared statement of text for db: the pool's, or the
 // transaction's (close it after use; the connection keeps it prepared).
-func preparedOn(ctx context.Context, db bun.IDB, text string) (st *sql.Stmt, inTx bool, err error) {
-	st, err = stmtFor(ctx, db.NewSelect().DB().DB, text)
-	if err != nil {
-		return nil, false, err
-	}
+// It also returns the pool db runs on (which scans rows as bun would).
+func preparedOn(ctx context.Context, db bun.IDB, text string) (st *sql.Stmt, pool *bun.DB, inTx bool, err error) {
 	switch d := db.(type) {
 	case *bun.DB:
-		return st, false, nil
+		pool = d
 	case bun.Tx:
-		return d.Tx.StmtContext(ctx, st), true, nil
+		pool = d.NewSelect().DB()
+	default:
+		return nil, nil, false, fmt.Errorf("storage: cannot run a prepared statement through %T", db)
 	}
-	return nil, false, fmt.Errorf("storage: cannot run a prepared statement through %T", db)
+	if st, err = stmtFor(ctx, pool.DB, text); err != nil {
+		return nil, nil, false, err
+	}
+	if tx, ok := db.(bun.Tx); ok {
+		return tx.Tx.StmtContext(ctx, st), pool, true, nil
+	}
+	return st, pool, false, nil
 }
 
 // execPrepared runs the statement text (an update) with args through db.
 func execPrepared(ctx context.Context, db bun.IDB, text string, args ...any) (sql.Result, error) {
-	st, inTx, err := preparedOn(ctx, db, text)
+	st, _, inTx, err := preparedOn(ctx, db, text)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +118,7 @@ func execPrepared(ctx context.Context, db bun.IDB, text string, args ...any) (sq
 // selectPrepared runs the select text with args through db (the pool, or a
 // transaction on its connection) and scans the rows into dest as bun would.
 func selectPrepared(ctx context.Context, db bun.IDB, text string, dest any, args ...any) error {
-	st, inTx, err := preparedOn(ctx, db, text)
+	st, pool, inTx, err := preparedOn(ctx, db, text)
 	if err != nil {
 		return err
 	}
@@ -124,7 +129,7 @@ func selectPrepared(ctx context.Context, db bun.IDB, text string, dest any, args
 	if err != nil {
 		return err
 	}
-	return db.NewSelect().DB().ScanRows(ctx, rows, dest)
+	return pool.ScanRows(ctx, rows, dest)
 }
 
 // firstPrepared is selectPrepared for one row: its values in dest, or errNoRows.
