@@ -16,11 +16,14 @@ import (
 //
 //	go test ./recall/ -run '^$' -bench . -benchtime 300x
 func setupBench(b *testing.B) (*recallbench.Runner, []recall.Request) {
-	st := testenv.Store(b)
+	st, dsn := testenv.StoreURL(b)
 	ctx := context.Background()
 	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	w := recallbench.NewWorld(recallbench.Config{Tenants: 2, Facts: 5000, Evidence: 5000})
 	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := recallbench.EnsureBareIndex(ctx, dsn); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := st.DB().ExecContext(ctx, "ANALYZE"); err != nil {
