@@ -867,15 +867,23 @@ func (a *MemoryActivities) Commit(ctx context.Context, in CommitInput) (CommitRe
 }
 
 // embedAccepted embeds, in one call, the content each item would write as a fact
-// if accepted (an item rejected for good, by governance or its reviewer, is left
-// out), keyed by that content. A content the transaction ends up writing
-// differently is simply not found and left to Index; an embedder that fails leaves
-// them all to Index.
+// revision if accepted (an item rejected for good, by governance or its reviewer,
+// or accepted as one that writes no revision, is left out), keyed by that
+// content. A content the transaction ends up writing differently is simply not
+// found and left to Index; an embedder that fails leaves them all to Index.
 func (a *MemoryActivities) embedAccepted(ctx context.Context, in CommitInput) map[string]*pgvector.Vector {
 	var texts []string
 	for _, it := range in.Items {
 		v, reviewed := in.Verdicts[it.CandidateID]
 		if it.Decision.Status == memory.CandidateRejected || (reviewed && v.Kind == governance.VerdictReject) || it.Proposal.MemoryKey == "" {
+			continue
+		}
+		// A duplicate, an invalidation or a no-op writes no revision: its content
+		// is not embedded (a forward pass of the model for nothing: at 32 callers
+		// of bench write two candidates in five were duplicates). Should memory
+		// have changed since Govern so that the transaction writes a revision
+		// after all, its vector is not found and Index embeds it.
+		if it.Decision.Status == memory.CandidateAccepted && !indexable(it.Decision.Action) {
 			continue
 		}
 		c := it.Candidate

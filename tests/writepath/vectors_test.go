@@ -2,7 +2,10 @@ package writepath
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/assert"
@@ -10,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/storage"
@@ -84,4 +88,67 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 	}
 	assert.Equal(t, 1, count(run.GetID())["any"], "FastWrite: record, govern and commit in one step")
 	assert.Less(t, count(run.GetID())["any"], count(orun.GetID())["any"], "fewer local activities than a revision-0 write")
+}
+
+// recordingEmbedder is the n-gram embedder, keeping every text it was given.
+type recordingEmbedder struct {
+	embedding.Embedder
+	mu    sync.Mutex
+	texts []string
+}
+
+func (r *recordingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	r.mu.Lock()
+	r.texts = append(r.texts, texts...)
+	r.mu.Unlock()
+	return r.Embedder.Embed(ctx, texts)
+}
+
+func (r *recordingEmbedder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.texts
+	r.texts = nil
+	return t
+}
+
+// A restated fact is a duplicate: it writes no revision, so its content is not
+// embedded (only the turn is); the fact keeps the vector its first write stored.
+func TestDuplicateIsNotEmbedded(t *testing.T) {
+	rec := &recordingEmbedder{Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim)}
+	e := newEnvWith(t, llm.NewRuleExtractor(), rec)
+	ctx := context.Background()
+	user := "u-" + testenv.RandomID(6)
+	text := "我以后尽量都坐直飞"
+
+	first := e.write(event("t1", user, "travel", text, base))
+	require.Equal(t, write.WriteCommitted, first.Status)
+	require.Len(t, first.Results, 1)
+	require.Equal(t, string(governance.ActionCreate), first.Results[0].Action)
+	var f struct {
+		Content   string          `bun:"content"`
+		Embedding pgvector.Vector `bun:"embedding"`
+	}
+	require.NoError(t, e.st.DB().NewSelect().Table("facts").Column("content", "embedding").
+		Where("tenant_id = 't1' AND id = ?", first.Results[0].FactID).Scan(ctx, &f))
+	require.Len(t, f.Embedding.Slice(), storage.EmbeddingDim)
+	assert.Contains(t, rec.take(), f.Content, "a new fact's content is embedded")
+
+	again := e.write(event("t1", user, "travel", text, base.Add(time.Hour)))
+	require.Equal(t, write.WriteCommitted, again.Status)
+	require.Len(t, again.Results, 1)
+	require.Equal(t, string(governance.ActionDuplicate), again.Results[0].Action, again.Results[0].Reason)
+	require.Equal(t, first.Results[0].FactID, again.Results[0].FactID)
+	texts := rec.take()
+	assert.False(t, slices.Contains(texts, f.Content), "a duplicate's content is not embedded: %q", texts)
+	assert.Contains(t, texts, text, "the turn is")
+
+	var revs int
+	require.NoError(t, e.st.DB().NewSelect().Table("facts").ColumnExpr("count(*)").
+		Where("tenant_id = 't1' AND user_id = ?", user).Scan(ctx, &revs))
+	assert.Equal(t, 1, revs)
+	var still pgvector.Vector
+	require.NoError(t, e.st.DB().NewSelect().Table("facts").Column("embedding").
+		Where("tenant_id = 't1' AND id = ?", first.Results[0].FactID).Scan(ctx, &still))
+	assert.Equal(t, f.Embedding.Slice(), still.Slice())
 }

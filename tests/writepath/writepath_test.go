@@ -34,12 +34,17 @@ type env struct {
 }
 
 func newEnv(t *testing.T, ex llm.Extractor) *env {
+	return newEnvWith(t, ex, embedding.NewNGramEmbedder(storage.EmbeddingDim))
+}
+
+// newEnvWith is newEnv with the embedder emb.
+func newEnvWith(t *testing.T, ex llm.Extractor, emb embedding.Embedder) *env {
 	st := testenv.Store(t)
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
 	w := tworker.New(c, q, tworker.Options{})
 	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
+		Store: st, Extractor: ex, Embedder: emb,
 		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	})
 	require.NoError(t, w.Start())
