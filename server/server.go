@@ -76,6 +76,10 @@ func New(d Deps) (http.Handler, error) {
 	opts := append([]connect.HandlerOption{
 		connect.WithInterceptors(NewAuthInterceptor(d.Store, Limits{PerKey: d.Config.RateLimitPerKey, AuthFailuresPerIP: d.Config.AuthFailuresPerIP}), NewValidateInterceptor()),
 		connect.WithReadMaxBytes(d.ReadMaxBytes),
+		// A reply shorter than this goes uncompressed even to a client that accepts
+		// gzip: compressing an Ingest answer of a few hundred bytes cost the server
+		// more CPU (a deflate block, its Huffman tables) than the bytes it saved.
+		connect.WithCompressMinBytes(CompressMinBytes),
 	}, JSONCodecs()...)
 	mux := http.NewServeMux()
 	mux.Handle(engramv1connect.NewMemoryServiceHandler(hs.Memory, opts...))
@@ -88,6 +92,10 @@ func New(d Deps) (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	return mux, nil
 }
+
+// CompressMinBytes is the smallest reply the API compresses (for clients that
+// accept gzip).
+const CompressMinBytes = 1024
 
 // healthChecker reports SERVING when Postgres answers; Temporal is checked too
 // for the overall ("") service.

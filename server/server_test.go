@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -707,4 +710,37 @@ func TestReadsDecryptSealedFacts(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, h)
 	assert.Equal(t, f.Content, h[len(h)-1].Content)
+}
+
+// A reply shorter than server.CompressMinBytes is sent uncompressed to a client
+// that accepts gzip; a longer one (a schema's source) compressed.
+func TestSmallRepliesAreNotCompressed(t *testing.T) {
+	e := newEnv(t)
+	call := func(path, body string) (*http.Response, []byte) {
+		req, err := http.NewRequest("POST", e.url+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept-Encoding", "gzip")
+		req.Header.Set("Authorization", "Bearer "+e.keys["agentA"])
+		tr := &http.Transport{DisableCompression: true} // show the encoding as sent
+		res, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+		return res, b
+	}
+	small, b := call("/engram.v1.MemoryService/ListFacts", `{"userId":"u1"}`)
+	assert.Empty(t, small.Header.Get("Content-Encoding"), "a %d-byte reply", len(b))
+	assert.Less(t, len(b), server.CompressMinBytes)
+
+	large, b := call("/engram.v1.SchemaService/GetSchema", `{"name":"travel"}`)
+	assert.Equal(t, "gzip", large.Header.Get("Content-Encoding"))
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Greater(t, len(plain), server.CompressMinBytes)
+	assert.Contains(t, string(plain), "travel")
 }
