@@ -57,7 +57,8 @@ a fresh database "engram_bench_write" next to ENGRAM_DATABASE_URL's, or --databa
 the configured extractor and embedder (the rule extractor and the composite embedder unless
 ENGRAM_LLM_BASE_URL or ENGRAM_EMBEDDER say otherwise), and calls it as an agent does:
 
-  - Ingest with wait (until committed) at each --concurrency: --writes writes per level;
+  - Ingest with wait (until committed) at each --concurrency: --writes writes per level
+    (at least 8 per caller in each round, so the rate is that of all callers busy);
   - Ingest without wait: the acknowledgement (the write is durable once the call returns);
   - a batch import of --batch-turns turns of conversation, --batch-size events per call.
 
@@ -105,7 +106,7 @@ from loading (or being loaded by) others.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&concurrency, "concurrency", "1,8,32", "concurrent callers of Ingest with wait, comma separated")
-	f.IntVar(&writes, "writes", 200, "writes per concurrency level")
+	f.IntVar(&writes, "writes", 200, "writes per concurrency level, raised so that each round gives every caller at least 8 (32 callers, 4 rounds: 1,024)")
 	f.IntVar(&rounds, "rounds", 4, "rounds each concurrency level's writes (and as many bare-Temporal calls) are split into, alternating write and bare rounds so both see the same machine")
 	f.IntVar(&acks, "acks", 200, "Ingest calls without wait (0: skip)")
 	f.IntVar(&batchTurns, "batch-turns", 6000, "turns of conversation in the batch import (0: skip)")
@@ -344,6 +345,22 @@ func calls(ctx context.Context, name string, conc, n int, one func(ctx context.C
 	return p.stats(name, conc)
 }
 
+// minPerCaller is how many calls each caller makes in a round at least: a round
+// starts with every caller's first call at once and ends with fewer and fewer
+// callers busy, so in a round of 50 calls by 32 callers (the old default at 32)
+// much of the time was spent below 32 in flight, and the rate measured was that
+// of the ramps more than that of 32 callers.
+const minPerCaller = 8
+
+// levelWrites is the number of writes measured at c callers: writes, or enough
+// that each of the rounds gives every caller minPerCaller calls.
+func levelWrites(writes, c, rounds int) int {
+	if writes == 0 {
+		return 0
+	}
+	return max(writes, max(1, rounds)*c*minPerCaller)
+}
+
 // interleaved measures a and its comparator b (a write and the bare-Temporal
 // floor under it) in rounds that alternate between them, n calls of each in all,
 // and pools each one's rounds. On a machine whose speed drifts during a run (a
@@ -478,8 +495,9 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 		}
 		b.steps.reset()
 		b.emb.reset()
-		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, writes)
-		s, bs := interleaved(ctx, c, writes, b.rounds, "ingest+wait", waited, "bare temporal", bare.waited)
+		n := levelWrites(writes, c, b.rounds)
+		fmt.Fprintf(msgs, "ingest with wait, %d caller(s), %d writes …\n", c, n)
+		s, bs := interleaved(ctx, c, n, b.rounds, "ingest+wait", waited, "bare temporal", bare.waited)
 		table = append(table, s)
 		rep.Waited = append(rep.Waited, waitedJSON{Concurrency: c, P50: s.P50, P95: s.P95, P99: s.P99, PerSecond: s.PerSecond, Errors: s.Errors, Calls: s.Calls, CPU: s.CPU})
 		if c == 1 && s.Calls > s.Errors {
