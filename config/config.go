@@ -57,6 +57,9 @@ type Config struct {
 	// A write waiting days for review is one of them; one that falls out of the
 	// cache is replayed from its history when its next task comes.
 	WorkflowCache int
+	// RecallMaxStatements bounds the recall statements running on Postgres at
+	// once (recall.Options.MaxStatements; 0: the engine's default, -1: none).
+	RecallMaxStatements int
 
 	// Tasks.
 	ActionURL           string        // the action endpoint side-effecting steps call
@@ -187,6 +190,11 @@ func FromEnv() (Config, error) {
 	if v := os.Getenv("ENGRAM_WORKFLOW_CACHE"); v != "" {
 		if c.WorkflowCache, err = strconv.Atoi(v); err != nil || c.WorkflowCache < 1 {
 			return c, fmt.Errorf("ENGRAM_WORKFLOW_CACHE: %q must be a positive integer", v)
+		}
+	}
+	if v := os.Getenv("ENGRAM_RECALL_MAX_STATEMENTS"); v != "" {
+		if c.RecallMaxStatements, err = strconv.Atoi(v); err != nil || (c.RecallMaxStatements < 1 && c.RecallMaxStatements != -1) {
+			return c, fmt.Errorf("ENGRAM_RECALL_MAX_STATEMENTS: %q must be a positive integer, or -1 for no bound", v)
 		}
 	}
 	if v := os.Getenv("ENGRAM_EXTRACT_ATTEMPTS"); v != "" {

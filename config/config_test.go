@@ -33,3 +33,23 @@ func TestTemporalCompression(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ENGRAM_TEMPORAL_COMPRESSION")
 }
+
+// ENGRAM_RECALL_MAX_STATEMENTS: a positive bound or -1 (none); unset leaves the
+// engine's default (0); anything else is refused with the variable's name.
+func TestRecallMaxStatements(t *testing.T) {
+	cfg, err := FromEnv()
+	require.NoError(t, err)
+	assert.Equal(t, 0, cfg.RecallMaxStatements)
+	for v, want := range map[string]int{"3": 3, "64": 64, "-1": -1} {
+		t.Setenv("ENGRAM_RECALL_MAX_STATEMENTS", v)
+		cfg, err := FromEnv()
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.RecallMaxStatements, v)
+	}
+	for _, v := range []string{"0", "-2", "many", "2.5"} {
+		t.Setenv("ENGRAM_RECALL_MAX_STATEMENTS", v)
+		_, err := FromEnv()
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), "ENGRAM_RECALL_MAX_STATEMENTS", v)
+	}
+}

@@ -643,11 +643,37 @@ func (ts *taskSession) row(v []driver.Value) error {
 	return nil
 }
 
+// acquire waits for a statement slot (Options.MaxStatements) or ctx's end; the
+// returned func gives it back.
+func (e *Engine) acquire(ctx context.Context) (func(), error) {
+	if e.slots != nil {
+		select {
+		case e.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("recall: waiting for a statement slot: %w", ctx.Err())
+		}
+	}
+	n := e.running.Add(1)
+	for p := e.peak.Load(); n > p && !e.peak.CompareAndSwap(p, n); p = e.peak.Load() {
+	}
+	return func() {
+		e.running.Add(-1)
+		if e.slots != nil {
+			<-e.slots
+		}
+	}, nil
+}
+
 func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *taskSession) ([]factRow, []evidenceRow, error) {
+	release, err := e.acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
 	sql := e.recallSQL(p.current, part)
 	var facts []factRow
 	var evs []evidenceRow
-	err := e.onConn(ctx, func(q *connQuerier) error {
+	err = e.onConn(ctx, func(q *connQuerier) error {
 		return q.query(ctx, sql, args, func(v []driver.Value) error {
 			if k := asString(v[0]); k == "t" || k == "s" {
 				if ts == nil {

@@ -39,6 +39,7 @@ func benchRecallCmd() *cobra.Command {
 		retrievers                                []string
 		reload, timings, asJSON, noComposite      bool
 		oneStatement                              bool
+		maxStatements                             int
 		explain                                   int
 	)
 	cmd := &cobra.Command{
@@ -128,7 +129,7 @@ load again).`,
 			if embedCache > 0 {
 				cache = embedCache
 			}
-			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
+			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement, MaxStatements: maxStatements})
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
 			for i := range reqs {
@@ -141,7 +142,7 @@ load again).`,
 			defer bare.Close()
 			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb, Bare: bare}
 			if composite != nil {
-				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement})
+				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement, MaxStatements: maxStatements})
 				defer r.Composite.Close()
 			}
 			if explain > 0 {
@@ -238,6 +239,7 @@ load again).`,
 	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step and per retriever)")
 	f.IntVar(&embedCache, "embed-cache", 0, "query embeddings the engines cache (0: none, every query is embedded; the engine's default is 4096)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file (go tool pprof)")
+	f.IntVar(&maxStatements, "max-statements", 0, "recall statements on Postgres at once (recall.Options.MaxStatements; 0: the default, GOMAXPROCS + 1; -1: no bound)")
 	f.BoolVar(&oneStatement, "one-statement", false, "run every retriever in one statement (recall.Options.OneStatement) instead of two at once when a recall runs alone")
 	f.StringSliceVar(&retrievers, "retrievers", nil, "run only these retrievers (semantic, keyword, graph, structured, recent; default all): what each costs")
 	f.BoolVar(&asJSON, "json", false, "write the figures as JSON")
