@@ -6,8 +6,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
@@ -19,13 +17,8 @@ import (
 // an audit read (LogAccess) is logged by the same rules, cut at
 // storage.MaxLoggedQuery characters, without counting.
 func TestAccessLogOneWriter(t *testing.T) {
-	st := testenv.Store(t)
+	st, emb, w := loadWorld(t, recallbench.Config{Tenants: 1, Facts: 200, Evidence: 50})
 	ctx := context.Background()
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	w := recallbench.NewWorld(recallbench.Config{Tenants: 1, Facts: 200, Evidence: 50})
-	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
-		t.Fatal(err)
-	}
 	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogSync})
 	defer eng.Close()
 	req := recallbench.Queries(w, 1, 5)[0]

@@ -7,10 +7,8 @@ import (
 	"testing"
 
 	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
-	"github.com/engramhq/engram/storage"
 )
 
 type countingEmbedder struct {
@@ -26,13 +24,8 @@ func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float
 // The engine embeds a question once: asked again, it is answered from the query
 // embedding cache with the same items; with the cache off, every recall embeds.
 func TestQueryEmbeddingCache(t *testing.T) {
-	st := testenv.Store(t)
+	st, ng, w := loadWorld(t, recallbench.Config{Tenants: 1, Facts: 200, Evidence: 200})
 	ctx := context.Background()
-	ng := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	w := recallbench.NewWorld(recallbench.Config{Tenants: 1, Facts: 200, Evidence: 200})
-	if _, err := recallbench.Load(ctx, st, w, ng, nil); err != nil {
-		t.Fatal(err)
-	}
 	req := recallbench.Queries(w, 1, 3)[0]
 	for _, tc := range []struct {
 		name  string

@@ -8,24 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
-	"github.com/engramhq/engram/storage"
 )
 
 // Options.MaxStatements: concurrent recalls never run more statements at once
 // than the bound, answer what an unbounded engine answers, and a recall waiting
 // for a slot gives up when its context ends.
 func TestMaxStatements(t *testing.T) {
-	st := testenv.Store(t)
+	st, emb, w := loadWorld(t, recallbench.Config{Tenants: 2, Facts: 400, Evidence: 400})
 	ctx := context.Background()
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	w := recallbench.NewWorld(recallbench.Config{Tenants: 2, Facts: 400, Evidence: 400})
-	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	clock := func() time.Time { return now }
 	bounded := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff, MaxStatements: 2, Now: clock})

@@ -5,24 +5,16 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
-	"github.com/engramhq/engram/storage"
 )
 
 // Request.Retrievers: unknown names are a FieldError before the database is
 // touched; a chosen set runs only those retrievers; empty runs them all.
 func TestRetrievers(t *testing.T) {
-	st := testenv.Store(t)
+	st, emb, w := loadWorld(t, recallbench.Config{Tenants: 2, Facts: 400, Evidence: 400})
 	ctx := context.Background()
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	w := recallbench.NewWorld(recallbench.Config{Tenants: 2, Facts: 400, Evidence: 400})
-	if _, err := recallbench.Load(ctx, st, w, emb, nil); err != nil {
-		t.Fatal(err)
-	}
 	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
 	defer eng.Close()
 	reqs := recallbench.Queries(w, 60, 5)
