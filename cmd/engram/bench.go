@@ -73,6 +73,9 @@ load again).`,
 			if tenants <= 0 || facts <= 0 || evidence <= 0 || queries <= 0 {
 				return fmt.Errorf("--tenants, --facts, --evidence and --queries must be positive")
 			}
+			if maxStatements < -1 {
+				return fmt.Errorf("--max-statements: %d must be a positive bound, 0 for the default or -1 for none", maxStatements)
+			}
 			mode := map[string]recall.AccessLogMode{"async": recall.AccessLogAsync, "sync": recall.AccessLogSync, "off": recall.AccessLogOff}
 			alm, ok := mode[accessLog]
 			if !ok {

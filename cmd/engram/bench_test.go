@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"strings"
+	"testing"
+)
 
 func TestLevelWrites(t *testing.T) {
 	for _, c := range []struct{ writes, callers, rounds, want int }{
@@ -14,5 +18,18 @@ func TestLevelWrites(t *testing.T) {
 		if got := levelWrites(c.writes, c.callers, c.rounds); got != c.want {
 			t.Errorf("levelWrites(%d, %d, %d) = %d, want %d", c.writes, c.callers, c.rounds, got, c.want)
 		}
+	}
+}
+
+// engram bench recall refuses a --max-statements below -1 by name, before it
+// touches a database.
+func TestBenchRecallMaxStatementsFlag(t *testing.T) {
+	c := benchRecallCmd()
+	c.SetArgs([]string{"--max-statements", "-3", "--database-url", "postgres://nowhere.invalid/x"})
+	c.SetOut(io.Discard)
+	c.SetErr(io.Discard)
+	err := c.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--max-statements") {
+		t.Fatalf("--max-statements -3: got %v, want an error naming the flag", err)
 	}
 }
