@@ -11,6 +11,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"net/http"
 	"time"
@@ -225,6 +226,9 @@ func (m meteredRecaller) Recall(ctx context.Context, req recall.Request) (recall
 // created from the client); commands that only start or query workflows pass nil.
 func DialTemporal(cfg config.Config, log *slog.Logger, m *telemetry.Metrics) (client.Client, error) {
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: tlog.NewStructuredLogger(log)}
+	// Writes this process starts eagerly are answered by its own FastWrite, without
+	// the result's long poll (write.EagerStartInterceptor).
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(write.EagerStartInterceptor()))
 	if !cfg.TemporalGzip {
 		// A server on this machine: gzip would cost both sides CPU for nothing (the
 		// write path's throughput on two cores rose by a third without it).

@@ -143,6 +143,10 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 			err = badWriteInput(err) // e.g. a value Postgres can never store: fail now, with the reason
 		}
 	}()
+	// Record as a step of its own (not inside FastWrite) is a write whose outcome
+	// comes later: a caller of this process waiting on it is told to wait for the
+	// workflow's (see notice.go).
+	defer postNotFinal(ctx, "Record")
 	e := in.Event
 	if err := e.Validate(); err != nil {
 		return RecordResult{}, badWriteInput(err)
@@ -1193,7 +1197,19 @@ func (a *MemoryActivities) embedOne(ctx context.Context, text string) (*pgvector
 // that runs out of process (an LLM) it is Record alone (Done false) and the
 // workflow goes on as in revision 1.
 func (a *MemoryActivities) FastWrite(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
-	return fastWrite(ctx, in, a.Record, a.GovernCommit, a.MarkEvent)
+	out, err := fastWrite(ctx, in, a.Record, a.GovernCommit, a.MarkEvent)
+	// A caller of this process waiting on the write is told its outcome now, or
+	// that it must wait for the workflow's (see notice.go).
+	if activity.IsActivity(ctx) {
+		if info := activity.GetInfo(ctx); info.WorkflowExecution.ID != "" {
+			n := notice{runID: info.WorkflowExecution.RunID}
+			if err == nil {
+				n.res, n.final = fastOutcome(out)
+			}
+			board.post(info.WorkflowExecution.ID, n)
+		}
+	}
+	return out, err
 }
 
 // fastWrite is FastWrite over its steps.

@@ -94,16 +94,23 @@ type Waited[R any] struct {
 // error is the workflow's failure, or the service's, or ctx's.
 func StartAndWait(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
 	opts, in := Prepare(taskQueue, in)
-	return startAndWait[MemoryWriteResult](ctx, c, opts, MemoryWriteWorkflowName, in, wait)
+	// Registered before the start: an eager start's FastWrite can finish before
+	// the start's answer is back (see notice.go).
+	notices, done := board.wait(opts.ID)
+	defer done()
+	return startAndWait[MemoryWriteResult](ctx, c, opts, MemoryWriteWorkflowName, in, wait, notices)
 }
 
 // StartBatchAndWait is StartAndWait for the MemoryWriteBatch of batchKey.
 func StartBatchAndWait(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput, wait time.Duration) (Waited[MemoryWriteBatchResult], error) {
 	opts := StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))
-	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait)
+	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait, nil)
 }
 
-func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration) (Waited[R], error) {
+// startAndWait starts or joins the workflow and waits for its outcome. notices,
+// when not nil, carries what this process's FastWrite of it says (R is then
+// MemoryWriteResult).
+func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration, notices <-chan notice) (Waited[R], error) {
 	var out Waited[R]
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -122,6 +129,14 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 		err = c.GetWorkflow(wctx, opts.ID, started.RunId).Get(wctx, &out.Result)
 	case err == nil:
 		out.RunID = run.GetRunID()
+		if notices != nil && board.isEager(opts.ID, out.RunID) {
+			if res, ok := awaitNotice(wctx, notices, out.RunID); ok {
+				if r, ok := any(res).(R); ok {
+					out.Outcome = Outcome[R]{Result: r}
+					return out, nil
+				}
+			}
+		}
 		err = awaitOutcome(wctx, c, run, &out.Outcome)
 	}
 	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
@@ -137,6 +152,33 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 		out.RunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	}
 	return out, nil
+}
+
+// noticeWait bounds how long a caller waits for the notice of a write started
+// eagerly here. Every such write posts one (FastWrite, or Record as a step of its
+// own) unless its worker dies, which is this process; the bound only keeps an
+// unforeseen path from holding the caller longer than that.
+const noticeWait = 5 * time.Second
+
+// awaitNotice waits for what this process's FastWrite of run runID says: its
+// final result, or that the workflow's must be waited for (false, as after
+// noticeWait or ctx's end).
+func awaitNotice(ctx context.Context, notices <-chan notice, runID string) (MemoryWriteResult, bool) {
+	t := time.NewTimer(noticeWait)
+	defer t.Stop()
+	for {
+		select {
+		case n := <-notices:
+			if n.runID != runID {
+				continue // another run of the id (an earlier one's late retry)
+			}
+			return n.res, n.final
+		case <-t.C:
+			return MemoryWriteResult{}, false
+		case <-ctx.Done():
+			return MemoryWriteResult{}, false
+		}
+	}
 }
 
 // outcomeGrace is how long awaitOutcome waits for a write's result before it asks

@@ -2,6 +2,7 @@ package write
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,10 @@ type writeHarness struct {
 	// recordExtracts is what Record returns as Extracted when asked to extract.
 	recordExtracts *Extracted
 	recordErr      error // what Record fails with
+	// fast is what each FastWrite returned: run checks that a final one is
+	// what the workflow returns (fastOutcome, the in-process answer).
+	fast         []FastWriteResult
+	finalChecked int // runs whose result fastOutcome matched
 	// governItems is what Govern decides (governAlways); GovernCommit (revision 1)
 	// governs with it, or fails with governErr, and commits through the Commit mock.
 	governItems []Governed
@@ -153,7 +158,13 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.mu.Lock()
 			h.log = append(h.log, "fast")
 			h.mu.Unlock()
-			return fastWrite(ctx, in, record, governCommit, mark)
+			out, err := fastWrite(ctx, in, record, governCommit, mark)
+			if err == nil {
+				h.mu.Lock()
+				h.fast = append(h.fast, out)
+				h.mu.Unlock()
+			}
+			return out, err
 		})
 	h.env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in MarkFailedInput) (int, error) {
@@ -310,6 +321,16 @@ func (h *writeHarness) run(in MemoryWriteInput) MemoryWriteResult {
 	require.NoError(h.t, h.env.GetWorkflowError())
 	var res MemoryWriteResult
 	require.NoError(h.t, h.env.GetWorkflowResult(&res))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.fast); n > 0 {
+		if told, final := fastOutcome(h.fast[n-1]); final {
+			want, _ := json.Marshal(res)
+			got, _ := json.Marshal(told)
+			require.JSONEq(h.t, string(want), string(got), "what FastWrite tells a waiting caller is the workflow's result")
+			h.finalChecked++
+		}
+	}
 	return res
 }
 
@@ -1216,6 +1237,7 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
 	assert.Equal(t, []string{"fast", "record:k1", "govern:k1", "commit"}, h.log, "revision 2: one step")
+	assert.Equal(t, 1, h.finalChecked, "FastWrite's answer was checked against the result")
 	assert.Equal(t, 3, h.records[0].ExtractAttempts)
 	assert.Equal(t, []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}, h.governs[0].Candidates)
 
@@ -1227,6 +1249,7 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	assert.Contains(t, res.Reason, "did not validate after 3 attempts: candidates[0].predicate: unknown")
 	require.Len(t, h.marks, 1)
 	assert.Equal(t, memory.EventUnparsed, h.marks[0].Status)
+	assert.Equal(t, 1, h.finalChecked)
 
 	// Nothing extracted by Record (an LLM extractor): the steps run.
 	h = newWriteHarness(t)
@@ -1235,6 +1258,7 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
 	assert.Equal(t, []string{"fast", "record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
+	assert.Zero(t, h.finalChecked, "FastWrite was not final: the caller waits for the workflow")
 
 	// Revision 2 ends in its one step: nothing to remember, or UNPARSED.
 	h = newWriteHarness(t)
@@ -1242,6 +1266,7 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
 	assert.Equal(t, []string{"fast", "record:k1", "mark:COMMITTED"}, h.log)
+	assert.Equal(t, 1, h.finalChecked)
 
 	// Revision 1 runs Record and GovernCommit as two steps, as its histories did.
 	in1 := in

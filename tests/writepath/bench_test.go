@@ -17,14 +17,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -55,16 +52,7 @@ var benchMix = []benchSentence{
 func BenchmarkWritePath(b *testing.B) {
 	st := testenv.Store(b)
 	c := testenv.Temporal(b)
-	q := testenv.TaskQueue(b)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
-	})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(w.Stop)
+	q := startWriteWorker(b, c, st, llm.NewRuleExtractor(), embedding.NewNGramEmbedder(storage.EmbeddingDim))
 	tenant := "bench-" + testenv.RandomID(6)
 	var runs atomic.Int64
 

@@ -41,15 +41,24 @@ func newEnv(t *testing.T, ex llm.Extractor) *env {
 func newEnvWith(t *testing.T, ex llm.Extractor, emb embedding.Embedder) *env {
 	st := testenv.Store(t)
 	c := testenv.Temporal(t)
-	q := testenv.TaskQueue(t)
+	return &env{t: t, st: st, c: c, queue: startWriteWorker(t, c, st, ex, emb)}
+}
+
+// startWriteWorker runs a worker of the write path on c, on a task queue of its
+// own (returned), until the test ends.
+func startWriteWorker(tb testing.TB, c client.Client, st *storage.Store, ex llm.Extractor, emb embedding.Embedder) string {
+	tb.Helper()
+	q := testenv.TaskQueue(tb)
 	w := tworker.New(c, q, tworker.Options{})
 	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: ex, Embedder: emb,
 		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
 	})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return &env{t: t, st: st, c: c, queue: q}
+	if err := w.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(w.Stop)
+	return q
 }
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)

@@ -1,0 +1,68 @@
+package writepath
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write"
+)
+
+// Ingest with wait from a process that runs the worker, its Temporal connection
+// with write.EagerStartInterceptor (as app.DialTemporal sets it): a fast write is
+// answered by its own FastWrite, with exactly the result the workflow returns and
+// no GetWorkflowExecutionHistory call; a write whose candidate waits for review
+// is still answered pending; the same key again gets the stored result.
+func TestEagerWriteAnsweredInProcess(t *testing.T) {
+	var polls atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/GetWorkflowExecutionHistory") {
+			polls.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalAddress(t), Namespace: testenv.Namespace(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count, write.EagerStartInterceptor())}}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	q := startWriteWorker(t, c, testenv.Store(t), llm.NewRuleExtractor(), embedding.NewNGramEmbedder(storage.EmbeddingDim))
+	ctx := context.Background()
+	user := "u-" + testenv.RandomID(6)
+	asJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	ev := event("t1", user, "travel", "预算不超过8000元", base)
+	got, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
+	require.NoError(t, err)
+	require.False(t, got.Running)
+	require.False(t, got.PendingReview)
+	require.Equal(t, write.WriteCommitted, got.Result.Status)
+	require.Len(t, got.Result.Results, 1)
+	require.NotEmpty(t, got.Result.Results[0].FactID)
+	assert.Zero(t, polls.Load(), "answered without polling for the result")
+
+	var wf write.MemoryWriteResult
+	require.NoError(t, c.GetWorkflow(ctx, write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey), got.RunID).Get(ctx, &wf))
+	assert.Equal(t, asJSON(wf), asJSON(got.Result), "the answer is the workflow's result")
+
+	again, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, got.RunID, again.RunID)
+	assert.Equal(t, asJSON(wf), asJSON(again.Result), "the same key again: the stored result")
+
+	pending, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: event("t1", user, "travel", "我上次坐了靠窗的位置，挺好", base.Add(time.Minute))}, 30*time.Second)
+	require.NoError(t, err)
+	assert.True(t, pending.PendingReview, "a candidate waiting for review: %+v", pending)
+	assert.False(t, pending.Running)
+}
