@@ -98,7 +98,13 @@ func StartAndWait(ctx context.Context, c client.Client, taskQueue string, in Mem
 	// the start's answer is back (see notice.go).
 	notices, done := board.wait(opts.ID)
 	defer done()
-	return startAndWait[MemoryWriteResult](ctx, c, opts, MemoryWriteWorkflowName, in, wait, notices)
+	early := func(ctx context.Context, runID string) (MemoryWriteResult, bool) {
+		if !board.isEager(opts.ID, runID) {
+			return MemoryWriteResult{}, false
+		}
+		return awaitNotice(ctx, notices, runID)
+	}
+	return startAndWait(ctx, c, opts, MemoryWriteWorkflowName, in, wait, early)
 }
 
 // StartBatchAndWait is StartAndWait for the MemoryWriteBatch of batchKey.
@@ -107,10 +113,10 @@ func StartBatchAndWait(ctx context.Context, c client.Client, taskQueue, tenantID
 	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait, nil)
 }
 
-// startAndWait starts or joins the workflow and waits for its outcome. notices,
-// when not nil, carries what this process's FastWrite of it says (R is then
-// MemoryWriteResult).
-func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration, notices <-chan notice) (Waited[R], error) {
+// startAndWait starts or joins the workflow and waits for its outcome. early,
+// when not nil, may answer a run this call started before the workflow's result
+// is asked for (a write's own FastWrite, see notice.go).
+func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration, early func(context.Context, string) (R, bool)) (Waited[R], error) {
 	var out Waited[R]
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -129,12 +135,10 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 		err = c.GetWorkflow(wctx, opts.ID, started.RunId).Get(wctx, &out.Result)
 	case err == nil:
 		out.RunID = run.GetRunID()
-		if notices != nil && board.isEager(opts.ID, out.RunID) {
-			if res, ok := awaitNotice(wctx, notices, out.RunID); ok {
-				if r, ok := any(res).(R); ok {
-					out.Outcome = Outcome[R]{Result: r}
-					return out, nil
-				}
+		if early != nil {
+			if r, ok := early(wctx, out.RunID); ok {
+				out.Outcome = Outcome[R]{Result: r}
+				return out, nil
 			}
 		}
 		err = awaitOutcome(wctx, c, run, &out.Outcome)
