@@ -374,11 +374,23 @@ func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string)
 		return nil, nil
 	}
 	var out []Event
-	text := preparedText(s.db, "EventsByKey", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Event)(nil)).Column("id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at").
-			Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
-	}, 2)
-	err := selectPrepared(ctx, s.db, text, &out, tenantID, TextArray(keys))
+	columns := []string{"id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at"}
+	var err error
+	if len(keys) == 1 {
+		// One key (an Ingest of one event) is compared as one value: the generic plan
+		// of "= ANY($2)" costs the array as ten keys, ten descents of the unique index,
+		// and on a small table (a new database, before autovacuum has analyzed it
+		// often) prefers a sequential scan, which it keeps as the table grows.
+		text := preparedText(s.db, "EventByKeyColumns", func(db bun.IDB, p []any) string {
+			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
+		}, 2)
+		err = selectPrepared(ctx, s.db, text, &out, tenantID, keys[0])
+	} else {
+		text := preparedText(s.db, "EventsByKey", func(db bun.IDB, p []any) string {
+			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
+		}, 2)
+		err = selectPrepared(ctx, s.db, text, &out, tenantID, TextArray(keys))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load events by idempotency key: %w", err)
 	}

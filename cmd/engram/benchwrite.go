@@ -488,6 +488,11 @@ func (b *writeBench) run(ctx context.Context, out, msgs io.Writer, asJSON bool, 
 	warm := slices.Max(append([]int{2}, concs...))
 	_ = calls(ctx, "warm-up", warm, 2*warm, waited)
 	_ = calls(ctx, "warm-up", warm, 2*warm, bare.waited)
+	// Statistics of the warmed-up tables: the statements are planned again with them,
+	// as in a database autovacuum has analyzed (storage.Store.Analyze).
+	if err := b.app.Store.Analyze(ctx); err != nil {
+		return fmt.Errorf("analyze the bench database: %w", err)
+	}
 	sample = nil
 	for _, c := range concs {
 		if writes == 0 {
