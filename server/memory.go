@@ -233,9 +233,11 @@ func (s *memoryServer) sameRetryTime(ctx context.Context, tenant string, evs []*
 // atomically, before any workflow runs) and starts or joins its MemoryWrite.
 //
 // defaultTime says the event's time defaulted to now: a retry then takes the time
-// stored for its key, so it is the same event. Two identical requests at once both
-// find no stored time; the one that loses the insert reads the winner's time and
-// tries once more, so it joins the write instead of being refused.
+// stored for its key, so it is the same event. The insert is tried first (a new
+// key, the usual case, costs one statement); when it finds the key stored with
+// another time, the stored time is read and the insert tried once more, so a retry,
+// or the loser of two identical requests at once, joins the write instead of being
+// refused.
 func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, defaultTime, wait bool, timeout time.Duration) (*engramv1.IngestResult, error) {
 	wfID := write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey)
 	// The same protection as the write path's Record, so both compute the same
@@ -247,7 +249,7 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, def
 	var stored *storage.Event
 	var created bool
 	for attempt := 0; ; attempt++ {
-		if defaultTime {
+		if defaultTime && attempt > 0 {
 			if err := s.sameRetryTime(ctx, ev.TenantID, []*memory.IngestEvent{&ev}); err != nil {
 				return nil, err
 			}

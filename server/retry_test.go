@@ -16,8 +16,8 @@ import (
 
 // Fifty identical Ingest requests at once, without occurredAt (so each request
 // defaults the time itself): every one is answered as the same write (none 409),
-// one event row, one workflow. The same key with another schema is refused and the
-// error says why.
+// one event row, one workflow, and so is a retry after them. The same key with
+// another schema is refused and the error says why.
 func TestConcurrentIdenticalRetries(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -48,7 +48,14 @@ func TestConcurrentIdenticalRetries(t *testing.T) {
 	}
 	assert.Equal(t, before+1, e.count("events"), "one event for the key")
 
-	_, err := c.Memory.Ingest(ctx, connect.NewRequest(&engramv1.IngestRequest{Event: ev("general")}))
+	// A retry later, its time again defaulted to its own now: the insert finds the
+	// key stored with another time, takes the stored one and joins the write.
+	res, err := c.Memory.Ingest(ctx, connect.NewRequest(&engramv1.IngestRequest{Event: ev("travel")}))
+	require.NoError(t, err)
+	assert.Equal(t, runs[0], res.Msg.Results[0].WorkflowId)
+	assert.Equal(t, before+1, e.count("events"))
+
+	_, err = c.Memory.Ingest(ctx, connect.NewRequest(&engramv1.IngestRequest{Event: ev("general")}))
 	require.Error(t, err)
 	assert.Equal(t, connect.CodeAlreadyExists, connect.CodeOf(err))
 	assert.True(t, strings.Contains(err.Error(), `schema "travel", not "general"`), err.Error())
