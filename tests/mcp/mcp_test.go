@@ -1,4 +1,4 @@
-// Package mcp tests Engram's MCP server, its metrics and the TypeScript client (ts/)
+// Package mcp tests Engram's MCP server, its metrics and the TypeScript client (clients/ts/)
 // against a real `engram serve` process (real Postgres, real Temporal) with
 // clients no one here wrote: the MCP TypeScript SDK's client over Streamable HTTP
 // and over stdio (`engram mcp`), and the MCP conformance suite
@@ -131,13 +131,13 @@ func TestMCPClientsConformanceAndMetrics(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) { conformance(t, ctx, dir, s.URL, key) })
 
-	// The TypeScript client (ts/), with node's test runner, in a tenant of its own.
+	// The TypeScript client (clients/ts/), with node's test runner, in a tenant of its own.
 	t.Run("TypeScriptClient", func(t *testing.T) {
-		tsDir := filepath.Join(repoRoot(t), "ts")
+		tsDir := filepath.Join(repoRoot(t), "clients", "ts")
 		npmCI(t, tsDir, "@connectrpc/connect-node")
 		tsKey := s.CreateKey(t, "ts-"+testenv.RandomID(8), "ts-agent", "agent", "--user", "u1")
 		out := runNode(t, ctx, tsDir, append(os.Environ(), "ENGRAM_URL="+s.URL, "ENGRAM_API_KEY="+tsKey), "--test", "--test-reporter=spec", "test/")
-		t.Logf("node --test ts/test/:\n%s", out)
+		t.Logf("node --test clients/ts/test/:\n%s", out)
 	})
 
 	t.Run("Metrics", func(t *testing.T) { checkMetrics(t, ctx, s.URL) })
