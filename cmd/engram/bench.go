@@ -105,7 +105,7 @@ load again).`,
 					return fmt.Errorf("composite embedder (--no-composite to measure without it): %w", err)
 				}
 			}
-			load0 := loadAvg()
+			load0 := cpustat.LoadAvg()
 			machine0, _ := cpustat.ReadMachine()
 			msgs := out
 			if asJSON {
@@ -202,7 +202,7 @@ load again).`,
 					}
 				}
 				if asJSON {
-					return writeJSON(out, map[string]any{"steps_ms": res, "queries": len(reqs), "load_before": load0, "load_after": loadAvg()})
+					return writeJSON(out, map[string]any{"steps_ms": res, "queries": len(reqs), "load_before": load0, "load_after": cpustat.LoadAvg()})
 				}
 				return nil
 			}
@@ -217,7 +217,7 @@ load again).`,
 			steal := cpustat.StealPercent(machine0, machine1)
 			if asJSON {
 				rep := recallbench.NewReport(stats)
-				rep.LoadBefore, rep.LoadAfter, rep.StealPercent = load0, loadAvg(), math.Round(steal*10)/10
+				rep.LoadBefore, rep.LoadAfter, rep.StealPercent = load0, cpustat.LoadAvg(), math.Round(steal*10)/10
 				rep.Queries, rep.Tenants, rep.Facts, rep.Evidence, rep.AccessLog = queries, tenants, facts, evidence, accessLog
 				if composite != nil {
 					rep.CompositeModel = composite.Name()
@@ -225,7 +225,7 @@ load again).`,
 				return writeJSON(out, rep)
 			}
 			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s; load average %s → %s; host steal %.1f%% of the machine's CPU\n\n",
-				queries, tenants, facts, evidence, accessLog, load0, loadAvg(), steal)
+				queries, tenants, facts, evidence, accessLog, load0, cpustat.LoadAvg(), steal)
 			recallbench.PrintTable(out, stats)
 			return nil
 		},
@@ -287,20 +287,6 @@ func writeJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// loadAvg is the machine's load (the first three fields of /proc/loadavg), to
-// print beside figures measured on a shared machine.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // benchDatabase returns the benchmark's database URL, creating the database

@@ -138,3 +138,17 @@ func StealPercent(then, now Machine) float64 {
 	}
 	return 100 * float64(now.Steal-then.Steal) / float64(now.Total-then.Total)
 }
+
+// LoadAvg is the machine's load (the first three fields of /proc/loadavg), to
+// print beside figures measured on a shared machine.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
