@@ -302,6 +302,9 @@ func LoCoMoExtra(sr *SuiteReport, st LoCoMoStats) {
 		sr.Extra["evidence_recall@"+k+" (categories 1-4)"] = v
 	}
 	sr.Extra["probes (categories 1-4)"] = float64(len(ps))
+	if sr.baselineProbes != nil {
+		sr.Folds = Folds(sr.Probes, sr.baselineProbes, 10)
+	}
 	sr.Notes = append(sr.Notes, fmt.Sprintf("LoCoMo file: %d samples, %d sessions, %d turns, %d questions; %d evidence ids, %d repaired (split lists, \"D:11:26\", \"D30:05\"), %d unreadable, %d naming no turn; %d questions without usable evidence dropped; %d unreadable session dates; %d questions of unknown category",
 		st.Samples, st.Sessions, st.Turns, st.Questions, st.EvidenceIDs, st.Normalised, st.Unreadable, st.Unresolved, st.NoEvidence, st.UnreadableDates, st.SkippedCategories))
 }

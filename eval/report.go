@@ -81,6 +81,11 @@ type SuiteReport struct {
 	// BaselineMargin: how far above the baseline the engine's figures must be
 	// (evidence_recall@1, @10; 0 when unset: not below it).
 	BaselineMargin map[string]float64 `json:"baseline_margin,omitempty"`
+	// Folds: in a suite of several conversations, per conversation tuned on, the
+	// engine and the baseline on the other conversations (see Folds).
+	Folds []FoldRow `json:"folds,omitempty"`
+	// baselineProbes are the baseline's probe results, for the folds.
+	baselineProbes []ProbeResult
 	Thresholds     Bounds             `json:"thresholds"`
 	Failures       []string           `json:"failures,omitempty"`
 	Probes         []ProbeResult      `json:"probes,omitempty"`
@@ -329,6 +334,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	r.writeBaselineTable(w)
+	r.writeFoldTable(w)
 	for _, s := range r.Suites {
 		fmt.Fprintf(w, "%s [%s]: %d scenarios, %d turns %v, write p50/p95/p99 %.1f/%.1f/%.1f ms", s.Suite, s.Mode, s.Scenarios, s.Turns, statuses(s.Statuses), s.WriteP50MS, s.WriteP95MS, s.WriteP99MS)
 		if e := s.Extraction; e != nil {
@@ -518,12 +524,97 @@ func (r *Report) BaselineRows() []BaselineRow {
 	return out
 }
 
+// FoldRow is one fold of a suite of several conversations: tuned on one
+// conversation, measured on the others (Held), engine and baseline evidence recall
+// per category over the held-out probes.
+type FoldRow struct {
+	TunedOn  string             `json:"tuned_on"`
+	Held     []string           `json:"held_out"`
+	Category string             `json:"category"`
+	Probes   int                `json:"probes"`
+	Engine   map[string]float64 `json:"engine"`
+	Baseline map[string]float64 `json:"baseline"`
+	Delta    map[string]float64 `json:"delta"`
+}
+
+// Folds splits a suite's probes by conversation (scenario): for each conversation,
+// the engine's and the baseline's evidence recall@1/5/10 over the probes of all the
+// others, overall and per category. Weights are tuned on one conversation and
+// judged on the folds it did not see; a suite of one conversation has no folds.
+func Folds(engine, baseline []ProbeResult, k int) []FoldRow {
+	var convs []string
+	for _, p := range engine {
+		if !contains(convs, p.Scenario) {
+			convs = append(convs, p.Scenario)
+		}
+	}
+	if len(convs) < 2 {
+		return nil
+	}
+	sort.Strings(convs)
+	var out []FoldRow
+	for _, tuned := range convs {
+		held := func(ps []ProbeResult) map[string][]ProbeResult {
+			by := map[string][]ProbeResult{}
+			for _, p := range ps {
+				if p.Scenario != tuned && p.Score.HasEvidence {
+					by["(all)"] = append(by["(all)"], p)
+					by[p.Category] = append(by[p.Category], p)
+				}
+			}
+			return by
+		}
+		e, b := held(engine), held(baseline)
+		var others []string
+		for _, c := range convs {
+			if c != tuned {
+				others = append(others, c)
+			}
+		}
+		for _, c := range sortedKeys(e) {
+			me, mb := aggregate(e[c], k), aggregate(b[c], k)
+			row := FoldRow{TunedOn: tuned, Held: others, Category: c, Probes: me.EvidenceProbes,
+				Engine: map[string]float64{}, Baseline: map[string]float64{}, Delta: map[string]float64{}}
+			for _, x := range []string{"1", "5", "10"} {
+				row.Engine[x], row.Baseline[x] = me.EvidenceAt[x], mb.EvidenceAt[x]
+				row.Delta[x] = me.EvidenceAt[x] - mb.EvidenceAt[x]
+			}
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+func (r *Report) writeFoldTable(w io.Writer) {
+	var any bool
+	for _, s := range r.Suites {
+		any = any || len(s.Folds) > 0
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintln(w, "folds: evidence recall on the conversations not tuned on (engine vs baseline)")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "suite	tuned on	category	probes	engine @1	base @1	Δ@1	engine @5	base @5	Δ@5	engine @10	base @10	Δ@10	\n")
+	for _, s := range r.Suites {
+		for _, x := range s.Folds {
+			fmt.Fprintf(tw, "%s	%s	%s	%d", s.Suite, x.TunedOn, x.Category, x.Probes)
+			for _, k := range []string{"1", "5", "10"} {
+				fmt.Fprintf(tw, "	%.3f	%.3f	%+.3f", x.Engine[k], x.Baseline[k], x.Delta[k])
+			}
+			fmt.Fprint(tw, "	\n")
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
 func (r *Report) writeBaselineTable(w io.Writer) {
 	rows := r.BaselineRows()
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "evidence recall: engine vs baseline (plain BM25 over the raw turns), same memory, same probes")
+	fmt.Fprintln(w, "evidence recall: engine vs baseline (BM25, stop words, Snowball stemming, over the raw turns), same memory, same probes")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "suite\tcategory\tprobes\tengine @1\tbase @1\tΔ@1\tengine @5\tbase @5\tΔ@5\tengine @10\tbase @10\tΔ@10\t\n")
 	for _, x := range rows {

@@ -192,6 +192,7 @@ func AttachBaseline(rep, base *Report) {
 		m := b.Overall
 		rep.Suites[i].Baseline = &m
 		rep.Suites[i].BaselineCategories = b.Categories
+		rep.Suites[i].baselineProbes = b.Probes
 	}
 }
 
