@@ -53,8 +53,9 @@ func prefixField(prefix string, err error) error {
 // the caller should retry with backoff: a refused, reset or closed connection, a
 // network timeout, Postgres shutting down, starting, restarting or out of
 // connections (SQLSTATE class 08, 57P01-57P03, 53300), Temporal unavailable,
-// without the namespace (a dev server still starting, or wedged) or rate
-// limiting. It is the one place such errors are recognised.
+// without the namespace (a dev server still starting, or wedged), rate limiting
+// or not answering within a call's own bound (a write's start, see
+// write.StartAndWait). It is the one place such errors are recognised.
 func unavailable(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
@@ -71,10 +72,11 @@ func unavailable(err error) bool {
 	var su *serviceerror.Unavailable
 	var nsf *serviceerror.NamespaceNotFound
 	var re *serviceerror.ResourceExhausted
-	if errors.As(err, &su) || errors.As(err, &nsf) || errors.As(err, &re) {
+	var de *serviceerror.DeadlineExceeded
+	if errors.As(err, &su) || errors.As(err, &nsf) || errors.As(err, &re) || errors.As(err, &de) {
 		return true
 	}
-	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable || s.Code() == codes.ResourceExhausted) {
+	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable || s.Code() == codes.ResourceExhausted || s.Code() == codes.DeadlineExceeded) {
 		return true
 	}
 	msg := err.Error()

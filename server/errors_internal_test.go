@@ -16,7 +16,7 @@ import (
 // Outages are UNAVAILABLE, so clients that retry only that code keep the write:
 // a Postgres connection terminated by the server (what a restart does: SQLSTATE
 // 57P01, here from a real pg_terminate_backend), EOF, a Temporal call that timed
-// out while the caller's own deadline had not, Temporal without the namespace or
+// out while the caller's own deadline had not (also a start past its own bound), Temporal without the namespace or
 // rate limiting. A deadline the caller set and reached stays DEADLINE_EXCEEDED.
 func TestOutagesAreUnavailable(t *testing.T) {
 	st := testenv.Store(t)
@@ -43,6 +43,7 @@ func TestOutagesAreUnavailable(t *testing.T) {
 		"temporal timeout":      fmt.Errorf("start memory write: %w", context.DeadlineExceeded),
 		"namespace not found":   fmt.Errorf("start memory write: %w", serviceerror.NewNamespaceNotFound("default")),
 		"rate limited":          serviceerror.NewResourceExhausted(0, "busy"),
+		"start's own bound":     fmt.Errorf("start memory write: %w", serviceerror.NewDeadlineExceeded("context deadline exceeded")),
 	}
 	for name, err := range cases {
 		if got := connect.CodeOf(toConnect(ctx, err)); got != connect.CodeUnavailable {

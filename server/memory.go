@@ -33,6 +33,11 @@ type memoryServer struct{ Deps }
 const (
 	defaultWait = 30 * time.Second
 	maxWait     = 5 * time.Minute
+	// minWait is the shortest wait: a shorter wait_timeout is raised to it. No
+	// write finishes sooner, and the start of a write is bounded apart from the
+	// wait (write.StartAndWait), so a short wait answers RUNNING with the write's
+	// ids, never an error.
+	minWait = 10 * time.Millisecond
 	// maxFuture is how far ahead of the server's clock occurred_at may be.
 	maxFuture = 24 * time.Hour
 )
@@ -50,7 +55,7 @@ func waitTimeout(field string, d interface{ AsDuration() time.Duration }, isNil 
 	case v > maxWait:
 		return 0, fieldErr(field, fmt.Sprintf("%s exceeds the limit of %s", v, maxWait))
 	}
-	return v, nil
+	return max(v, minWait), nil
 }
 
 func validUUID(field, v string) error {

@@ -113,9 +113,21 @@ func StartBatchAndWait(ctx context.Context, c client.Client, taskQueue, tenantID
 	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait, nil)
 }
 
+// startTimeout bounds the start of a write that a caller waits on. The start has
+// its own bound rather than the caller's wait: a start cut short by a short wait
+// (a wait_timeout of 1 ms) left the caller not knowing whether the write started
+// (the gRPC stream reset, answered as internal), where a start that ends tells
+// one it did, with its run.
+const startTimeout = 10 * time.Second
+
 // startAndWait starts or joins the workflow and waits for its outcome. early,
 // when not nil, may answer a run this call started before the workflow's result
 // is asked for (a write's own FastWrite, see notice.go).
+//
+// The wait bounds only the waiting: the start runs to its end (at most
+// startTimeout) even when the wait or the caller ends first, so a started write
+// is always answered as started (Running, with its run), and a write that did
+// not start is an error the caller retries.
 func startAndWait[R any](ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, in any, wait time.Duration, early func(context.Context, string) (R, bool)) (Waited[R], error) {
 	var out Waited[R]
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -125,7 +137,9 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 	// process's worker, where an ordinary start (Update-with-Start is one) waits for
 	// the server's task dispatch, about 45 ms on the dev server (engram bench write's
 	// "bare temporal" rows measure both).
-	run, err := c.ExecuteWorkflow(wctx, eager(opts), name, in)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	run, err := c.ExecuteWorkflow(sctx, eager(opts), name, in)
+	scancel()
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):
@@ -133,7 +147,9 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 		// the answer.
 		out.RunID = started.RunId
 		err = c.GetWorkflow(wctx, opts.ID, started.RunId).Get(wctx, &out.Result)
-	case err == nil:
+	case err != nil:
+		return out, err
+	default:
 		out.RunID = run.GetRunID()
 		if early != nil {
 			if r, ok := early(wctx, out.RunID); ok {
@@ -143,19 +159,20 @@ func startAndWait[R any](ctx context.Context, c client.Client, opts client.Start
 		}
 		err = awaitOutcome(wctx, c, run, &out.Outcome)
 	}
-	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+	if err == nil || ctx.Err() != nil || !waitOver(wctx) {
 		return out, err
 	}
 	// The wait is over, the workflow runs on.
 	out.Running = true
-	if out.RunID == "" {
-		d, err := c.DescribeWorkflowExecution(ctx, opts.ID, "")
-		if err != nil {
-			return out, err
-		}
-		out.RunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	}
 	return out, nil
+}
+
+// waitOver reports whether the wait of wctx has ended: its deadline passed, by
+// the clock too (the server may end a call at the deadline a moment before the
+// context's own timer fires, and the call's error then arrives first).
+func waitOver(wctx context.Context) bool {
+	d, ok := wctx.Deadline()
+	return wctx.Err() != nil || ok && !time.Now().Before(d)
 }
 
 // noticeWait bounds how long a caller waits for the notice of a write started

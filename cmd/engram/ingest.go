@@ -139,7 +139,7 @@ The file is read and checked completely before anything is sent.`,
 	f.StringVar(&at, "at", "", "when it happened, RFC 3339 (default: now)")
 	f.StringVar(&ev.IdempotencyKey, "idempotency-key", "", "idempotency key (default: generated); with --file, the prefix of the lines' keys")
 	f.BoolVar(&wait, "wait", false, "wait until the write is committed or awaits review")
-	f.DurationVar(&waitTimeout, "wait-timeout", 0, "how long --wait may block (default 30s, at most 5m)")
+	f.DurationVar(&waitTimeout, "wait-timeout", 0, "how long --wait may block (default 30s, at least 10ms, at most 5m)")
 	f.IntVar(&batchSize, "batch-size", 100, "events per IngestBatch call with --file (at most 500)")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar with --file")
 	return cmd

@@ -150,6 +150,6 @@ func decideCmd(verb string, d engramv1.Decision) *cobra.Command {
 	}
 	f.StringVar(&note, "note", "", "a note kept with the decision")
 	f.BoolVar(&wait, "wait", true, "wait until the decision is committed")
-	f.DurationVar(&waitTimeout, "wait-timeout", 0, "how long --wait may block (default 30s, at most 5m)")
+	f.DurationVar(&waitTimeout, "wait-timeout", 0, "how long --wait may block (default 30s, at least 10ms, at most 5m)")
 	return cmd
 }

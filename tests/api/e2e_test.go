@@ -25,6 +25,7 @@ import (
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/storage"
 )
 
 type stack struct {
@@ -34,6 +35,7 @@ type stack struct {
 	url  string
 	proc *exec.Cmd
 	done chan error
+	st   *storage.Store // the database engram serves
 }
 
 func repoRoot(t *testing.T) string {
@@ -69,8 +71,8 @@ func (s *stack) run(args ...string) string {
 // free port with a task queue of its own.
 func start(t *testing.T) *stack {
 	t.Helper()
-	_, dsn := testenv.StoreURL(t)
-	s := &stack{t: t, bin: build(t), done: make(chan error, 1)}
+	st, dsn := testenv.StoreURL(t)
+	s := &stack{t: t, bin: build(t), done: make(chan error, 1), st: st}
 	s.env = append(os.Environ(),
 		"ENGRAM_DATABASE_URL="+dsn,
 		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),

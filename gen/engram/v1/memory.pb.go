@@ -407,7 +407,11 @@ type IngestRequest struct {
 	// Block until the write committed or waits for review (or wait_timeout passed,
 	// in which case the response says RUNNING).
 	Wait bool `protobuf:"varint,3,opt,name=wait,proto3" json:"wait,omitempty"`
-	// How long `wait` may block (default 30s, at most 5m).
+	// How long `wait` may block (default 30s, at least 10ms, at most 5m; a shorter
+	// value is raised to 10ms). It bounds only the waiting: the write's start is
+	// never cut short by it, so a wait that ends first answers RUNNING with the
+	// write's workflow and run ids (and the event id of a single event), and the
+	// same request sent again joins that write.
 	WaitTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	// Idempotency key of the batch as a whole (default: derived from the events'
 	// keys). Ignored for a single event.

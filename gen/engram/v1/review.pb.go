@@ -195,7 +195,8 @@ type DecideRequest struct {
 	// write still wait for review, the commit happens after them: the call returns
 	// at once with committed=false and others_pending set.
 	Wait bool `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
-	// How long `wait` may block (default 30s, at most 5m).
+	// How long `wait` may block (default 30s, at least 10ms, at most 5m; a shorter
+	// value is raised to 10ms).
 	WaitTimeout   *durationpb.Duration `protobuf:"bytes,6,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -170,7 +170,11 @@ export declare type IngestRequest = Message<"engram.v1.IngestRequest"> & {
   wait: boolean;
 
   /**
-   * How long `wait` may block (default 30s, at most 5m).
+   * How long `wait` may block (default 30s, at least 10ms, at most 5m; a shorter
+   * value is raised to 10ms). It bounds only the waiting: the write's start is
+   * never cut short by it, so a wait that ends first answers RUNNING with the
+   * write's workflow and run ids (and the event id of a single event), and the
+   * same request sent again joins that write.
    *
    * @generated from field: google.protobuf.Duration wait_timeout = 4;
    */

@@ -104,7 +104,8 @@ export declare type DecideRequest = Message<"engram.v1.DecideRequest"> & {
   wait: boolean;
 
   /**
-   * How long `wait` may block (default 30s, at most 5m).
+   * How long `wait` may block (default 30s, at least 10ms, at most 5m; a shorter
+   * value is raised to 10ms).
    *
    * @generated from field: google.protobuf.Duration wait_timeout = 6;
    */
