@@ -2,6 +2,7 @@ package eval
 
 import (
 	"testing"
+	"time"
 
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/schema"
@@ -26,6 +27,59 @@ func TestOpenConversationSuiteShape(t *testing.T) {
 			t.Errorf("%s: %d sessions, want at least 10", sc.Name, len(sc.Sessions))
 		}
 	}
+}
+
+// The test split is another style of conversation: three conversations, one of
+// three people and one of four, gaps of months between sessions, over 300 turns
+// and 130 questions in each of the four categories, every evidence id resolved.
+func TestHeldOutConversationSuiteShape(t *testing.T) {
+	s, st, err := HeldOutConversation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Samples < 3 || st.Turns < 300 || st.Questions < 130 {
+		t.Fatalf("too small: %+v", st)
+	}
+	if st.Unresolved+st.Unreadable+st.NoEvidence+st.UnreadableDates > 0 {
+		t.Fatalf("the suite's own evidence ids and dates must all resolve: %+v", st)
+	}
+	most := 0
+	for _, sc := range s.Scenarios {
+		people := map[string]bool{}
+		for _, tu := range sc.Turns {
+			people[tu.Person] = true
+		}
+		most = max(most, len(people))
+		cats := map[string]int{}
+		for _, p := range sc.Probes {
+			cats[p.Category]++
+		}
+		if len(cats) != 4 {
+			t.Errorf("%s: categories %v, want all four of 1-4", sc.Name, cats)
+		}
+		var gaps int
+		for i := 1; i < len(sc.Turns); i++ {
+			a, b := sc.Turns[i-1].Time, sc.Turns[i].Time
+			if ta, tb := parseRFC(t, a), parseRFC(t, b); tb.Sub(ta) > 60*24*time.Hour {
+				gaps++
+			}
+		}
+		if gaps < 3 {
+			t.Errorf("%s: %d gaps of two months or more between sessions, want 3", sc.Name, gaps)
+		}
+	}
+	if most < 4 {
+		t.Errorf("the most people in one conversation is %d, want 4", most)
+	}
+}
+
+func parseRFC(t *testing.T, s string) time.Time {
+	t.Helper()
+	x, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }
 
 // The rule extractor against the suite's gold facts, without the pipeline: what it
