@@ -97,13 +97,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	a.closers = append(a.closers, func() { a.Store.Close() })
-	if err := a.Store.CheckEmbeddingDim(ctx, storage.EmbeddingDim); err != nil {
-		return nil, fmt.Errorf("%w (did you run `engram migrate`?)", err)
-	}
-	if _, pending, err := a.Store.MigrationStatus(ctx); err != nil {
+	if err := a.Store.CheckMigrated(ctx); err != nil {
 		return nil, err
-	} else if len(pending) > 0 {
-		return nil, fmt.Errorf("%d migration(s) pending (%s …): run `engram migrate` first", len(pending), pending[0])
+	}
+	if err := a.Store.CheckEmbeddingDim(ctx, storage.EmbeddingDim); err != nil {
+		return nil, err
 	}
 	if a.Metrics, err = telemetry.NewMetrics(a.Store.DB().DB); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)

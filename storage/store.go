@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,6 +126,55 @@ func (s *Store) CheckEmbeddingDim(ctx context.Context, dim int) error {
 	}
 	if got, _ := strconv.Atoi(v); got != dim {
 		return fmt.Errorf("database embedding dimension is %s, the engine uses %d: re-create the database or configure an embedder of that dimension", v, dim)
+	}
+	return nil
+}
+
+// ErrNotMigrated is what CheckMigrated's error is (errors.Is): the database lacks
+// migrations this binary needs.
+var ErrNotMigrated = errors.New("the database is not migrated")
+
+// NotMigratedError says which of this binary's migrations the database lacks and
+// names the command that applies them.
+type NotMigratedError struct {
+	Applied, Pending []string
+}
+
+func (e *NotMigratedError) Error() string {
+	if len(e.Applied) == 0 {
+		return "the database is not migrated (it has none of engram's tables): run `engram migrate` (with the same ENGRAM_DATABASE_URL) first"
+	}
+	return fmt.Sprintf("the database is not migrated: %d of %d migrations pending (%s …): run `engram migrate` (with the same ENGRAM_DATABASE_URL) first",
+		len(e.Pending), len(e.Applied)+len(e.Pending), e.Pending[0])
+}
+
+func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrated }
+
+// CheckMigrated returns a *NotMigratedError when a migration of this binary is
+// not applied, so a command run against a fresh database says so instead of
+// failing on the first table it reads. It only reads: unlike MigrationStatus it
+// creates no migration tables.
+func (s *Store) CheckMigrated(ctx context.Context) error {
+	var exists bool
+	if err := s.db.NewRaw("SELECT to_regclass('bun_migrations') IS NOT NULL").Scan(ctx, &exists); err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	var applied []string
+	if exists {
+		if err := s.db.NewRaw("SELECT name FROM bun_migrations").Scan(ctx, &applied); err != nil {
+			return fmt.Errorf("check migrations: %w", err)
+		}
+	}
+	e := &NotMigratedError{}
+	for _, m := range migrations.Migrations.Sorted() {
+		if slices.Contains(applied, m.Name) {
+			e.Applied = append(e.Applied, m.Name)
+		} else {
+			e.Pending = append(e.Pending, m.Name)
+		}
+	}
+	if len(e.Pending) > 0 {
+		return e
 	}
 	return nil
 }

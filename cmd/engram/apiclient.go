@@ -26,6 +26,7 @@ import (
 
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/storage"
 )
 
 // Exit codes of the engram binary.
@@ -34,7 +35,7 @@ const (
 	exitBadInput = 2 // bad flags or arguments, or the server refused the input (INVALID_ARGUMENT)
 	exitAuth     = 3 // no, unknown or revoked API key, or a role the key lacks
 	exitNotFound = 4 // the named fact, candidate, task or schema does not exist
-	exitConflict = 5 // ALREADY_EXISTS or FAILED_PRECONDITION (a task in the wrong state, …)
+	exitConflict = 5 // ALREADY_EXISTS or FAILED_PRECONDITION (a task in the wrong state, …), or a database not migrated
 	exitDown     = 6 // the server cannot be reached or answers UNAVAILABLE
 )
 
@@ -65,6 +66,9 @@ func exitCodeOf(err error) int {
 	var ec interface{ ExitCode() int }
 	if errors.As(err, &ec) {
 		return ec.ExitCode()
+	}
+	if errors.Is(err, storage.ErrNotMigrated) {
+		return exitConflict // the database is in the wrong state: `engram migrate`
 	}
 	return exitFailure
 }

@@ -31,12 +31,22 @@ Keys are stored hashed (sha256); the key itself is printed once, by create.`,
 	return cmd
 }
 
+// openStore opens the database of ENGRAM_DATABASE_URL for a command that reads or
+// writes it directly, and refuses one that is not migrated (storage.ErrNotMigrated).
 func openStore(cmd *cobra.Command) (*storage.Store, error) {
 	cfg, err := config.FromEnv()
 	if err != nil {
 		return nil, err
 	}
-	return storage.Open(cmd.Context(), cfg.DatabaseURL)
+	st, err := storage.Open(cmd.Context(), cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.CheckMigrated(cmd.Context()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 func keysCreateCmd() *cobra.Command {

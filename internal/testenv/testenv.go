@@ -171,13 +171,31 @@ func StoreURL(t testing.TB) (*storage.Store, string) {
 	}
 	t.Cleanup(func() {
 		st.Close()
-		if os.Getenv("ENGRAM_KEEP_TEST_DB") != "" {
-			t.Logf("kept test database %s", name)
-			return
-		}
-		_ = exec(context.Background(), base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		dropDatabase(t, base, name)
 	})
 	return st, dsn
+}
+
+// EmptyDatabaseURL creates a database with no tables, as a new deployment's is
+// before `engram migrate`, and returns its URL; it is dropped when the test ends.
+func EmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	base := DatabaseURL(t)
+	name := "engram_e_" + RandomID(10)
+	if err := exec(context.Background(), base, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create empty database: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(t, base, name) })
+	return withDB(base, name)
+}
+
+// dropDatabase drops a test's database, unless ENGRAM_KEEP_TEST_DB is set.
+func dropDatabase(t testing.TB, base, name string) {
+	if os.Getenv("ENGRAM_KEEP_TEST_DB") != "" {
+		t.Logf("kept test database %s", name)
+		return
+	}
+	_ = exec(context.Background(), base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 }
 
 // RandomID returns n random lowercase hex characters.
