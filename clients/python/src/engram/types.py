@@ -2,8 +2,8 @@
 
 Enum members are named without their proto prefix and valued with the proto name
 (``Scope.USER.value == "SCOPE_USER"``), so they compare equal to what the JSON
-says. A name this version does not know (a newer server's) still decodes: it
-becomes a member of its own with that name.
+says. A name this version does not know (a newer server's), or a number, still
+decodes: it becomes a member of its own with that name.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any, Dict, List, Optional
 class _ProtoEnum(str, enum.Enum):
     @classmethod
     def _missing_(cls, value: object) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # protojson writes a value it has no name for as its number
         if not isinstance(value, str):
             return None
         member = str.__new__(cls, value)
