@@ -49,10 +49,7 @@ type recallRecord struct {
 }
 
 func TestPythonClient(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("%s is missing: run the tests through `make test` (scripts/test installs python3, python3-venv, python3-setuptools and python3-wheel)", python)
-	}
-	root := testenv.RepoRoot(t)
+	root := repoRootOf(t)
 	venv := installVenv(t, root)
 
 	actions, err := actionserver.Start()
@@ -142,6 +139,15 @@ func installVenv(t *testing.T, root string) string {
 	assert.True(t, strings.HasPrefix(lines[0], venv), "engram is imported from the venv, not the source tree: %s", lines[0])
 	assert.Equal(t, "True", lines[1], "py.typed is installed")
 	return venv
+}
+
+// repoRootOf is the repository's root, with Debian's python3 checked first.
+func repoRootOf(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is missing: run the tests through `make test` (scripts/test installs python3, python3-venv, python3-setuptools and python3-wheel)", python)
+	}
+	return testenv.RepoRoot(t)
 }
 
 func runPython(ctx context.Context, venv string, env []string, args ...string) (string, error) {
