@@ -253,7 +253,7 @@ class Client:
         """The context to remember for a user now (or at ``as_of``), and the ranked
         items. ``scopes`` narrows the visible scopes (never widens them)."""
         req = _req(user_id=user_id, query=query, session_id=session_id, task_id=task_id, as_of=as_of,
-                                   k=k, token_budget=token_budget, schema=schema, purpose=purpose, scopes=list(scopes))
+                   k=k, token_budget=token_budget, schema=schema, purpose=purpose, scopes=list(scopes))
         return self._msg(RecallResponse, _MEMORY, "Recall", req, safe=True, timeout=timeout)
 
     def get_fact(self, fact_id: str, *, timeout: Optional[Seconds] = None) -> Fact:
@@ -274,7 +274,7 @@ class Client:
     ) -> List[Fact]:
         """Fact revisions, newest first; empty arguments do not filter."""
         req = _req(user_id=user_id, task_id=task_id, memory_key=memory_key, predicate=predicate,
-                                   scope=scope, statuses=list(statuses), limit=limit)
+                   scope=scope, statuses=list(statuses), limit=limit)
         res = self._call(_MEMORY, "ListFacts", req, safe=True, timeout=timeout)
         return [_wire.decode(Fact, f) for f in res.get("facts") or []]
 
@@ -320,7 +320,7 @@ class Client:
         """Sends a review decision. Not retried on UNAVAILABLE: a repeated decision
         is refused as already reviewed."""
         req = _req(candidate_id=candidate_id, decision=Decision(decision), edited_value=edited_value,
-                                   note=note, wait=wait, wait_timeout=wait_timeout)
+                   note=note, wait=wait, wait_timeout=wait_timeout)
         return self._msg(DecideResponse, _REVIEW, "Decide", req, safe=False, timeout=_wait_timeout(self, timeout, wait, wait_timeout))
 
     # -- tasks -------------------------------------------------------------------------
@@ -339,7 +339,7 @@ class Client:
         """Creates a task (state CREATED). Not retried on UNAVAILABLE: a start that
         went through answers ALREADY_EXISTS when repeated."""
         req = _req(task_id=task_id, user_id=user_id, session_id=session_id, agent_id=agent_id,
-                                   confirmation_timeout=_duration(confirmation_timeout), confirmation_default=confirmation_default)
+                   confirmation_timeout=_duration(confirmation_timeout), confirmation_default=confirmation_default)
         return self._task("StartTask", req, False, timeout)
 
     def plan_task(self, task_id: str, goal: str, steps: Sequence[TaskStep], *, timeout: Optional[Seconds] = None) -> Task:
