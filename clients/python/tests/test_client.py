@@ -301,9 +301,9 @@ class ReviewTest(unittest.TestCase):
         self.assertTrue(d.committed, d.reason)
         f = agent.get_fact(d.fact_id)
         self.assertEqual((f.object, f.status), ("window", FactStatus.ACTIVE))
-        with self.assertRaises(engram.EngramError) as decided:
+        with self.assertRaises(engram.FailedPrecondition) as decided:
             reviewer.decide(p.candidate_id, Decision.REJECT)
-        self.assertIn(decided.exception.code, ("failed_precondition", "not_found"))
+        self.assertIn("not awaiting review", decided.exception.message)
 
         closed = reviewer.invalidate_fact(f.id, "the user changed their mind")
         self.assertEqual(closed.status, FactStatus.INVALIDATED)
