@@ -251,8 +251,14 @@ func (c *Client) ListFacts(ctx context.Context, req *engramv1.ListFactsRequest) 
 
 // FactHistory returns every revision of a memory key, oldest first.
 func (c *Client) FactHistory(ctx context.Context, memoryKey string) ([]*engramv1.Fact, error) {
+	return c.FactHistoryOf(ctx, &engramv1.FactHistoryRequest{MemoryKey: memoryKey})
+}
+
+// FactHistoryOf is FactHistory for a full request (e.g. known_at: the history
+// as the memory held it then).
+func (c *Client) FactHistoryOf(ctx context.Context, req *engramv1.FactHistoryRequest) ([]*engramv1.Fact, error) {
 	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.FactHistoryResponse], error) {
-		return c.Memory.FactHistory(ctx, connect.NewRequest(&engramv1.FactHistoryRequest{MemoryKey: memoryKey}))
+		return c.Memory.FactHistory(ctx, connect.NewRequest(req))
 	}))
 	if err != nil {
 		return nil, err

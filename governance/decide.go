@@ -52,9 +52,36 @@ type Existing struct {
 	// ObservedAt is the time of the event behind this revision; it orders revisions
 	// in event time, which is how late events are recognised.
 	ObservedAt time.Time
+	// StatedAt are the times (in valid time) its value was stated: the statement
+	// that wrote it and every duplicate since. Empty means ValidFrom alone.
+	StatedAt []time.Time
 	// Similarity is the cosine between the candidate's and this fact's embeddings, 0
 	// if unknown.
 	Similarity float64
+}
+
+// live is whether the revision takes part in the key's history of values: ACTIVE
+// or SUPERSEDED (an INVALIDATED or EXPIRED one is withdrawn from it).
+func (e Existing) live() bool {
+	return e.Status == memory.FactActive || e.Status == memory.FactSuperseded
+}
+
+// stated is StatedAt, or ValidFrom when none is recorded.
+func (e Existing) stated() []time.Time {
+	if len(e.StatedAt) == 0 {
+		return []time.Time{e.ValidFrom}
+	}
+	return e.StatedAt
+}
+
+// Reopen is the revision a HISTORICAL statement splits off its Target: the
+// Target's value again from From (its first statement after the new one) to
+// Until, with the Target's status (ACTIVE when the Target was current).
+type Reopen struct {
+	From     time.Time         `json:"from"`
+	Until    *time.Time        `json:"until,omitempty"`
+	Status   memory.FactStatus `json:"status"`
+	StatedAt []time.Time       `json:"stated_at,omitempty"`
 }
 
 // Proposal is one validated candidate with what the schema and policy say about it.
@@ -99,6 +126,20 @@ type Decision struct {
 	// ValidUntil is the new revision's valid_until: the candidate's ValidUntil; for a
 	// historical revision the Target's ValidFrom (or the candidate's, if earlier).
 	ValidUntil *time.Time
+	// StatedAt is the statement's time in valid time (the candidate's valid_from,
+	// else the event time): a new revision's first statement, or for DUPLICATE the
+	// time added to Target's statements. Zero for a retraction or rejection.
+	StatedAt time.Time
+	// ExtendFrom, for a DUPLICATE stated before its Target's window, is the
+	// Target's new valid_from.
+	ExtendFrom *time.Time
+	// Trim is a revision whose window reaches past StatedAt and so now ends there
+	// (SUPERSEDED if it was ACTIVE); nil when none. For SUPERSEDE the Target is
+	// closed anyway and is not repeated here.
+	Trim *Existing
+	// Reopen, for a HISTORICAL inside one revision's window (Target, then also
+	// Trim), is the revision that carries Target's value on after it.
+	Reopen *Reopen
 	// Reason says why, in words a reviewer can read; always set.
 	Reason string
 	// Broader lists ACTIVE facts with the same subject and predicate in broader
@@ -149,16 +190,24 @@ func ValidateProposal(p Proposal) error {
 //  3. The action, against the revisions of p.MemoryKey:
 //     - retraction: INVALIDATE the current ACTIVE revision; NOOP when there is none or
 //     when the candidate names an object that is not the current value;
-//     - same normalised object as the current ACTIVE revision, or Similarity ≥
-//     DuplicateSimilarity → DUPLICATE; with no ACTIVE revision, an ACTIVE fact of
-//     another key (a many-valued predicate's other value) in the same scope, of
-//     the same subject and predicate, with Similarity ≥ DuplicateSimilarity →
-//     DUPLICATE of it (restated);
-//     - event older than a stored revision (EventTime before its ObservedAt) →
-//     HISTORICAL before the earliest such revision, or DUPLICATE of the revision
-//     in force at EventTime when that one has the same value;
-//     - a current ACTIVE revision → SUPERSEDE (an event at the same time supersedes);
-//     - otherwise CREATE.
+//     - with no ACTIVE revision, an ACTIVE fact of another key (a many-valued
+//     predicate's other value) in the same scope, of the same subject and
+//     predicate, with Similarity ≥ DuplicateSimilarity → DUPLICATE of it (restated);
+//     - valid time decides, not the order writes arrive in. The statement's time t
+//     (the candidate's valid_from, else the event time) is placed among the times
+//     the key's live revisions were stated (Existing.StatedAt): prev is the latest
+//     at or before t (a tie comes before the new statement), next the first after;
+//     - prev's value (same normalised object, or Similarity ≥ DuplicateSimilarity)
+//     → DUPLICATE of prev's revision, t added to its statements;
+//     - next's value, next opening its revision → DUPLICATE of next's revision,
+//     which now starts at t (ExtendFrom), prev's revision ending there (Trim);
+//     - a next of another value → HISTORICAL from t until next's revision begins;
+//     prev's revision ends at t (Trim); when prev and next are one revision the
+//     statement splits it, and its value opens again at next (Reopen, ACTIVE when
+//     the split revision was);
+//     - nothing after t and a current ACTIVE revision → SUPERSEDE (prev's revision
+//     trimmed if it is another one);
+//     - otherwise CREATE (prev's revision trimmed).
 //  4. Confirmation, for actions that write a value (CREATE, SUPERSEDE, HISTORICAL,
 //     INVALIDATE): INFERRED (when ConfirmInferred), confidence < ConfirmBelow,
 //     Sensitive, or NeedsConfirmation on SUPERSEDE/INVALIDATE → NEEDS_CONFIRMATION
@@ -269,51 +318,71 @@ func plan(cfg Config, p Proposal, existing []Existing, trusted bool) Decision {
 		return d
 	}
 
-	if current != nil && sameValue(cfg, c.Object, *current) {
-		return duplicate(cfg, d, *current, c, what, trusted)
-	}
 	if current == nil {
 		if near := restated(cfg, p, existing); near != nil {
 			return duplicate(cfg, d, *near, c, what, trusted)
 		}
 	}
 
-	// A late event: some stored revision comes from a newer event.
-	var next, prev *Existing
-	for i := range revs {
-		if revs[i].Status == memory.FactInvalidated {
-			continue // withdrawn; it neither bounds nor explains a late event
-		}
-		if revs[i].ObservedAt.After(p.EventTime) {
-			if next == nil {
-				next = &revs[i]
-			}
-		} else {
-			prev = &revs[i]
-		}
-	}
-	d.ValidFrom = p.EventTime
+	// Valid time decides, not commit order: the statement is placed among the
+	// key's statements (every time a live revision was stated) by its time.
+	t := p.EventTime
 	if c.ValidFrom != nil && !c.ValidFrom.IsZero() {
-		d.ValidFrom = *c.ValidFrom
+		t = *c.ValidFrom
 	}
+	d.StatedAt = t
+	prev, next := placeStatement(revs, t)
+	if prev != nil && sameValue(cfg, c.Object, *prev.rev) {
+		// The value in force then, stated again: a duplicate, and one more time it was stated.
+		return duplicate(cfg, d, *prev.rev, c, what, trusted)
+	}
+	if next != nil && sameValue(cfg, c.Object, *next.rev) && (prev == nil || prev.rev.FactID != next.rev.FactID) {
+		// The value that follows, stated earlier than it was known: its revision now
+		// starts at this statement, and the one before ends there.
+		d = duplicate(cfg, d, *next.rev, c, what, trusted)
+		if t.Before(next.rev.ValidFrom) {
+			d.ExtendFrom = ptrTime(t)
+			d.Reason += fmt.Sprintf("; rev %d now valid from %s", next.rev.Revision, stamp(t))
+		}
+		d.Trim = trimmed(prev, t)
+		return withTrim(d)
+	}
+	d.ValidFrom = t
 	d.ValidUntil = c.ValidUntil
 	if next != nil {
-		if prev != nil && sameValue(cfg, c.Object, *prev) {
-			return duplicate(cfg, d, *prev, c, what, trusted)
-		}
 		d.Action = ActionHistorical
 		d.Historical = true
-		d.Target = ptr(*next)
-		until := next.ValidFrom
+		until := next.rev.ValidFrom
+		if prev != nil && prev.rev.FactID == next.rev.FactID {
+			// Inside one revision's window: it ends here, and its value opens again at
+			// the first statement after this one (a split).
+			until = next.at
+			src := *prev.rev
+			d.Target = ptr(src)
+			d.Reopen = &Reopen{From: next.at, Until: src.ValidUntil, Status: src.Status}
+			for _, s := range src.stated() {
+				if !s.Before(next.at) {
+					d.Reopen.StatedAt = append(d.Reopen.StatedAt, s)
+				}
+			}
+		} else {
+			d.Target = ptr(*next.rev)
+		}
+		if until.Before(t) {
+			until = t
+		}
 		if d.ValidUntil == nil || until.Before(*d.ValidUntil) {
 			d.ValidUntil = &until
 		}
-		d.Reason = fmt.Sprintf("event at %s predates rev %d (observed %s): %s %s kept as a historical revision until %s",
-			stamp(p.EventTime), next.Revision, stamp(next.ObservedAt), what, c.Object, stamp(until))
-		if current != nil {
+		d.Trim = trimmed(prev, t)
+		d.Reason = fmt.Sprintf("statement at %s predates rev %d (%s, stated %s): %s %s kept as a historical revision until %s",
+			stamp(t), next.rev.Revision, next.rev.Object, stamp(next.at), what, c.Object, stamp(until))
+		if d.Reopen != nil {
+			d.Reason += fmt.Sprintf("; it splits rev %d, whose value %s is stated again from %s", d.Target.Revision, d.Target.Object, stamp(next.at))
+		} else if current != nil {
 			d.Reason += fmt.Sprintf("; %s (rev %d) stays current", current.Object, current.Revision)
 		}
-		return withBroader(d)
+		return withBroader(withTrim(d))
 	}
 
 	if current != nil && cfg.NeverSupersede { // test-only fault, see Config.NeverSupersede
@@ -322,11 +391,15 @@ func plan(cfg Config, p Proposal, existing []Existing, trusted bool) Decision {
 	if current != nil {
 		d.Action = ActionSupersede
 		d.Target = ptr(*current)
+		if prev != nil && prev.rev.FactID != current.FactID {
+			d.Trim = trimmed(prev, t)
+		}
 		d.Reason = fmt.Sprintf("new value %s supersedes %s (rev %d)", c.Object, current.Object, current.Revision)
-		return withBroader(d)
+		return withBroader(withTrim(d))
 	}
 
 	d.Action = ActionCreate
+	d.Trim = trimmed(prev, t)
 	d.Reason = fmt.Sprintf("%s %s added", what, c.Object)
 	if n := len(revs); n > 0 {
 		last := revs[0]
@@ -337,8 +410,61 @@ func plan(cfg Config, p Proposal, existing []Existing, trusted bool) Decision {
 		}
 		d.Reason += fmt.Sprintf(" (no ACTIVE revision; latest rev %d is %s)", last.Revision, last.Status)
 	}
-	return withBroader(d)
+	return withBroader(withTrim(d))
 }
+
+// statement is one time a live revision's value was stated.
+type statement struct {
+	at  time.Time
+	rev *Existing
+}
+
+// placeStatement finds, among the statements of the key's live revisions (ACTIVE
+// and SUPERSEDED; a withdrawn or expired revision neither bounds nor explains
+// another), the latest at or before t (prev; a statement at the same time comes
+// before the new one) and the first after t (next).
+func placeStatement(revs []Existing, t time.Time) (prev, next *statement) {
+	var all []statement
+	for i := range revs {
+		if !revs[i].live() {
+			continue
+		}
+		for _, s := range revs[i].stated() {
+			all = append(all, statement{at: s, rev: &revs[i]})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		return all[i].rev.Revision < all[j].rev.Revision
+	})
+	for i := range all {
+		if all[i].at.After(t) {
+			return prev, &all[i]
+		}
+		prev = &all[i]
+	}
+	return prev, nil
+}
+
+// trimmed is the revision of prev when its window reaches past t (so it must end
+// there), else nil.
+func trimmed(prev *statement, t time.Time) *Existing {
+	if prev == nil || (prev.rev.ValidUntil != nil && !prev.rev.ValidUntil.After(t)) {
+		return nil
+	}
+	return ptr(*prev.rev)
+}
+
+func withTrim(d Decision) Decision {
+	if d.Trim != nil {
+		d.Reason += fmt.Sprintf("; rev %d (%s) now ends at %s", d.Trim.Revision, d.Trim.Object, stamp(d.StatedAt))
+	}
+	return d
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
 
 func duplicate(cfg Config, d Decision, target Existing, c memory.Candidate, what string, trusted bool) Decision {
 	d.Action = ActionDuplicate

@@ -46,7 +46,8 @@ type recallIn struct {
 	Schema      string `json:"schema,omitempty" jsonschema:"Schema used to parse the query: general (default), customer_service or travel."`
 	K           int    `json:"k,omitempty" jsonschema:"Ranked items to return (default 10, at most 100)."`
 	TokenBudget int    `json:"token_budget,omitempty" jsonschema:"Token budget of the context text (default 1000, at most 8000)."`
-	AsOf        string `json:"as_of,omitempty" jsonschema:"Answer as of this time, RFC 3339 (default now)."`
+	AsOf        string `json:"as_of,omitempty" jsonschema:"Answer as of this time, RFC 3339 (valid time: what was true then; default now, or known_at)."`
+	KnownAt     string `json:"known_at,omitempty" jsonschema:"Answer as the memory knew it at this time, RFC 3339 (transaction time: only what it had learned by then, as it held it then). Default now."`
 }
 
 type listFactsIn struct {
@@ -56,6 +57,8 @@ type listFactsIn struct {
 	Predicate string   `json:"predicate,omitempty" jsonschema:"Only this predicate (e.g. budget, seat)."`
 	Statuses  []string `json:"statuses,omitempty" jsonschema:"Only these statuses: active, superseded, expired, invalidated (default any)."`
 	Limit     int      `json:"limit,omitempty" jsonschema:"At most this many (default 100, at most 1000)."`
+	AsOf      string   `json:"as_of,omitempty" jsonschema:"Only revisions valid at this time, RFC 3339 (valid time: when the value was true)."`
+	KnownAt   string   `json:"known_at,omitempty" jsonschema:"Answer as the memory knew it at this time, RFC 3339 (transaction time: only what it had learned by then, as it held it then). Default now."`
 }
 
 type factIDIn struct {
@@ -64,6 +67,7 @@ type factIDIn struct {
 
 type factHistoryIn struct {
 	MemoryKey string `json:"memory_key" jsonschema:"The memory key whose revisions to list, oldest first (e.g. USER:u1|user|budget)."`
+	KnownAt   string `json:"known_at,omitempty" jsonschema:"Answer as the memory knew it at this time, RFC 3339 (transaction time: only what it had learned by then, as it held it then). Default now."`
 }
 
 type forgetFactIn struct {
@@ -282,6 +286,9 @@ func (e *engine) recall(ctx context.Context, in recallIn) (*sdk.CallToolResult, 
 	if req.AsOf, err = timeArg("as_of", in.AsOf); err != nil {
 		return nil, err
 	}
+	if req.KnownAt, err = timeArg("known_at", in.KnownAt); err != nil {
+		return nil, err
+	}
 	res, err := call(ctx, req, e.h.Memory.Recall)
 	if err != nil {
 		return nil, err
@@ -303,6 +310,13 @@ func (e *engine) listFacts(ctx context.Context, in listFactsIn) (*sdk.CallToolRe
 		}
 		req.Statuses = append(req.Statuses, st)
 	}
+	var err error
+	if req.AsOf, err = timeArg("as_of", in.AsOf); err != nil {
+		return nil, err
+	}
+	if req.KnownAt, err = timeArg("known_at", in.KnownAt); err != nil {
+		return nil, err
+	}
 	res, err := call(ctx, req, e.h.Memory.ListFacts)
 	if err != nil {
 		return nil, err
@@ -319,7 +333,11 @@ func (e *engine) getFact(ctx context.Context, in factIDIn) (*sdk.CallToolResult,
 }
 
 func (e *engine) factHistory(ctx context.Context, in factHistoryIn) (*sdk.CallToolResult, error) {
-	res, err := call(ctx, &engramv1.FactHistoryRequest{MemoryKey: in.MemoryKey}, e.h.Memory.FactHistory)
+	knownAt, err := timeArg("known_at", in.KnownAt)
+	if err != nil {
+		return nil, err
+	}
+	res, err := call(ctx, &engramv1.FactHistoryRequest{MemoryKey: in.MemoryKey, KnownAt: knownAt}, e.h.Memory.FactHistory)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,11 @@ type Request struct {
 	SessionID string    `json:"session_id,omitempty"`
 	TaskID    string    `json:"task_id,omitempty"`
 	AsOf      time.Time `json:"as_of,omitempty"` // zero: now
-	K         int       `json:"k,omitempty"`     // ranked items to return (default 10, max 100)
+	// KnownAt, when set, answers as the memory held its revisions then
+	// (transaction time): those recorded by then, with the status and validity
+	// they had. AsOf defaults to it.
+	KnownAt time.Time `json:"known_at,omitempty"`
+	K       int       `json:"k,omitempty"` // ranked items to return (default 10, max 100)
 	// TokenBudget bounds the context text (default 1000 tokens, max 8000).
 	TokenBudget int    `json:"token_budget,omitempty"`
 	Schema      string `json:"schema,omitempty"` // schema used to parse the query (default general)

@@ -126,8 +126,8 @@ type Engine struct {
 	// conns: per connection, whether it is tuned and what is prepared on it.
 	conns connStates
 	// The recall statement for current and past recall (fixed per engine).
-	sqlOnce             sync.Once
-	sqlCurrent, sqlPast [3]string
+	sqlOnce                       sync.Once
+	sqlCurrent, sqlPast, sqlKnown [3]string
 }
 
 type schemaEntry struct {
@@ -268,6 +268,12 @@ func (e *Engine) validate(req *Request, now time.Time) error {
 	if !req.AsOf.IsZero() && req.AsOf.Year() < 1970 {
 		return memory.FieldError{Field: "as_of", Problem: "is before 1970"}
 	}
+	if req.KnownAt.After(now.Add(MaxFutureSkew)) {
+		return memory.FieldError{Field: "known_at", Problem: fmt.Sprintf("%s is in the future; memory is only known up to now", req.KnownAt.UTC().Format(time.RFC3339))}
+	}
+	if !req.KnownAt.IsZero() && req.KnownAt.Year() < 1970 {
+		return memory.FieldError{Field: "known_at", Problem: "is before 1970"}
+	}
 	if _, err := parseRetrievers(req.Retrievers); err != nil {
 		return err
 	}
@@ -330,7 +336,14 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	mark := func(step string, since time.Time) { timings[step] = time.Since(since) }
 
 	asOf, current := req.AsOf, false
-	if asOf.IsZero() || !asOf.Before(now.Add(-currentSlack)) {
+	switch {
+	case !req.KnownAt.IsZero():
+		// What the memory held at known_at: a past recall over its revisions as
+		// they were then, about as_of (default: known_at itself).
+		if asOf.IsZero() {
+			asOf = req.KnownAt
+		}
+	case asOf.IsZero() || !asOf.Before(now.Add(-currentSlack)):
 		if asOf.IsZero() || asOf.After(now) {
 			asOf = now
 		}
@@ -355,7 +368,7 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	mark("parse", t)
 
 	on, _ := parseRetrievers(req.Retrievers)
-	p := plan{vis: vis, current: current, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
+	p := plan{vis: vis, current: current, knownAt: req.KnownAt, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
 	if e.emb != nil && strings.TrimSpace(req.Query) != "" && on.has(RetrieverSemantic) {
 		t = time.Now()
 		vecs, err := e.emb.Embed(ctx, []string{req.Query})
@@ -429,6 +442,9 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	}
 	facts = append(facts, extF...)
 	evs = append(evs, extE...)
+	if facts, err = e.asKnown(ctx, p, facts); err != nil {
+		return Response{}, err
+	}
 
 	t = time.Now()
 	var recent []storage.Turn
@@ -450,6 +466,9 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 		}
 		if names := expansionNames(req.Query, top, expandNames); len(names) > 0 {
 			f2, e2, err := e.expand(ctx, p, names)
+			if err == nil {
+				f2, err = e.asKnown(ctx, p, f2)
+			}
 			if err != nil {
 				return Response{}, err
 			}
@@ -490,6 +509,35 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	timings["total"] = time.Since(start)
 	resp.Timings = timings
 	return resp, nil
+}
+
+// asKnown keeps, in a known-at recall, the fact rows as the memory held them at
+// p.knownAt: recorded by then, valid at as_of with the status and validity they
+// had then (which the rows then carry); any other recall keeps them as they are.
+func (e *Engine) asKnown(ctx context.Context, p plan, facts []factRow) ([]factRow, error) {
+	if p.knownAt.IsZero() || len(facts) == 0 {
+		return facts, nil
+	}
+	ids := make([]string, 0, len(facts))
+	for _, f := range facts {
+		ids = append(ids, f.ID)
+	}
+	states, err := storage.FactStatesAt(ctx, e.store.DB(), p.vis.TenantID, ids, p.knownAt)
+	if err != nil {
+		return nil, err
+	}
+	at := p.vis.AsOf
+	out := facts[:0]
+	for _, f := range facts {
+		st, ok := states[f.ID]
+		if !ok || st.ValidFrom.After(at) || (st.ValidUntil != nil && !st.ValidUntil.After(at)) ||
+			(st.Status == memory.FactInvalidated && st.ClosedAt != nil && !st.ClosedAt.After(at)) {
+			continue
+		}
+		f.Status, f.ValidFrom, f.ValidUntil, f.ClosedAt = st.Status, st.ValidFrom, st.ValidUntil, st.ClosedAt
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // explainPlan builds the plan of a request as Recall would (no access log, no

@@ -86,6 +86,9 @@ const evidenceCols = "e.id, e.tenant_id, e.kind, e.content, e.speaker, e.user_id
 type plan struct {
 	vis     Visibility
 	current bool
+	// knownAt, when set, answers as the memory held its revisions then
+	// (transaction time); the recall is a past one.
+	knownAt time.Time
 	vec     *pgvector.Vector // nil: no semantic retrieval
 	tsq     string           // "": no keyword retrieval in SQL
 	parsed  *ParsedQuery

@@ -116,7 +116,25 @@ const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4
 // which run at the same time on two connections. Every part defines every
 // retriever, so each binds all parameters; Postgres skips what it does not read.
 func buildRecallSQL(current bool, n int, part int) string {
-	tf := factTimeSQL(current)
+	return buildSQL(current, factTimeSQL(current), n, part)
+}
+
+// knownTimeSQL keeps the revisions that, as the memory held them at $24
+// (transaction time: recorded by then, with the status and validity they had
+// then, from fact_versions when they changed since), hold at $9.
+const knownTimeSQL = "f.recorded_at <= $24 AND EXISTS (SELECT 1 FROM (" +
+	"SELECT f.status AS st, f.valid_from AS vf, f.valid_until AS vu WHERE coalesce(f.changed_at, f.recorded_at) <= $24 " +
+	"UNION ALL SELECT fv.status, fv.valid_from, fv.valid_until FROM fact_versions fv WHERE fv.tenant_id = f.tenant_id AND fv.fact_id = f.id AND fv.held_from <= $24 AND fv.held_until > $24) k " +
+	"WHERE k.vf <= $9 AND (k.vu IS NULL OR k.vu > $9) AND NOT (k.st = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= $9))"
+
+// buildKnownSQL is the statement for recall known at $24 (past recall over the
+// revisions as the memory held them then).
+func buildKnownSQL(n int, part int) string {
+	return buildSQL(false, knownTimeSQL, n, part)
+}
+
+// buildSQL assembles the recall statement with tf as its facts' time filter.
+func buildSQL(current bool, tf string, n int, part int) string {
 	// fn bounds the fact retrievers' candidates: half the evidence retrievers'.
 	// Facts are few per user and each is a whole statement, so their best half is
 	// enough for the fusion (the eval's figures are unchanged), and each fact row
@@ -304,7 +322,7 @@ func stmtArgs(p plan, on retrieverSet) []any {
 	if p.vec != nil && on.has(RetrieverSemantic) {
 		vec = p.vec.String()
 	}
-	return []any{
+	args := []any{
 		v.TenantID, v.UserID, v.allows(memory.ScopeUser), session,
 		task, v.allows(memory.ScopeTenant), dept,
 		agent, v.AsOf.UTC(), vec,
@@ -314,6 +332,10 @@ func stmtArgs(p plan, on retrieverSet) []any {
 		hasSt, hasSeeds, vec != nil,
 		p.tsq != "" && on.has(RetrieverKeyword),
 	}
+	if !p.knownAt.IsZero() {
+		args = append(args, p.knownAt.UTC()) // $24, known-at statements only
+	}
+	return args
 }
 
 // parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
@@ -670,7 +692,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 		return nil, nil, err
 	}
 	defer release()
-	sql := e.recallSQL(p.current, part)
+	sql := e.recallSQL(p, part)
 	var facts []factRow
 	var evs []evidenceRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
@@ -727,15 +749,20 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 	return facts, evs, nil
 }
 
-// recallSQL returns the (cached) statement text for current or past recall.
-func (e *Engine) recallSQL(current bool, part int) string {
+// recallSQL returns the (cached) statement text for current, past or known-at
+// recall.
+func (e *Engine) recallSQL(p plan, part int) string {
 	e.sqlOnce.Do(func() {
 		for _, pt := range []int{partAll, partSemantic, partLexical} {
 			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, pt)
 			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, pt)
+			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, pt)
 		}
 	})
-	if current {
+	switch {
+	case !p.knownAt.IsZero():
+		return e.sqlKnown[part]
+	case p.current:
 		return e.sqlCurrent[part]
 	}
 	return e.sqlPast[part]
@@ -752,7 +779,7 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, 
 	var lines []string
 	err := e.onConn(ctx, func(q *connQuerier) error {
 		_ = q.exec(ctx, "DEALLOCATE engram_recall_explain")
-		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p.current, partAll)); err != nil {
+		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p, partAll)); err != nil {
 			return err
 		}
 		defer func() { _ = q.exec(ctx, "DEALLOCATE engram_recall_explain") }()

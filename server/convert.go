@@ -126,8 +126,29 @@ func factOut(f *storage.Fact) *engramv1.Fact {
 		Status: factStatusOut(f.Status), Origin: originOut(f.Origin), Confidence: f.Confidence, Importance: f.Importance,
 		ValidFrom: ts(f.ValidFrom), ValidUntil: tsp(f.ValidUntil), SupersedesId: str(f.SupersedesID),
 		SourceCandidateId: str(f.SourceCandidateID), Reason: f.Reason, SchemaName: f.SchemaName,
-		SchemaVersion: int32(f.SchemaVersion), RecordedAt: ts(f.RecordedAt),
+		SchemaVersion: int32(f.SchemaVersion), RecordedAt: ts(f.RecordedAt), RetiredAt: tsp(f.ClosedAt),
+		StatedAt: tsList(f.Stated()),
 	}
+}
+
+func tsList(ts []time.Time) []*timestamppb.Timestamp {
+	out := make([]*timestamppb.Timestamp, len(ts))
+	for i, t := range ts {
+		out[i] = timestamppb.New(t)
+	}
+	return out
+}
+
+// timeIn is an optional timestamp field of a request: zero when unset, an
+// InvalidArgument naming field when malformed.
+func timeIn(field string, t *timestamppb.Timestamp) (time.Time, error) {
+	if t == nil {
+		return time.Time{}, nil
+	}
+	if err := t.CheckValid(); err != nil {
+		return time.Time{}, fieldErr(field, err.Error())
+	}
+	return t.AsTime(), nil
 }
 
 func pendingOut(c *storage.Candidate, evidence []string) *engramv1.PendingReview {

@@ -569,7 +569,19 @@ func (s *memoryServer) ListFacts(ctx context.Context, req *connect.Request[engra
 		}
 		ff.Statuses = append(ff.Statuses, fs)
 	}
-	facts, err := s.Store.ListFacts(ctx, p.TenantID, ff)
+	if ff.KnownAt, err = timeIn("known_at", m.KnownAt); err != nil {
+		return nil, err
+	}
+	asOf, err := timeIn("as_of", m.AsOf)
+	if err != nil {
+		return nil, err
+	}
+	var facts []storage.Fact
+	if asOf.IsZero() {
+		facts, err = s.Store.ListFacts(ctx, p.TenantID, ff)
+	} else {
+		facts, err = s.Store.FactsAsOf(ctx, p.TenantID, asOf, ff)
+	}
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("list facts: %w", err))
 	}
@@ -590,7 +602,11 @@ func (s *memoryServer) FactHistory(ctx context.Context, req *connect.Request[eng
 	if key == "" {
 		return nil, fieldErr("memory_key", "is empty")
 	}
-	facts, err := s.Store.FactHistoryRestricted(ctx, p.TenantID, key, restrictTo(p))
+	knownAt, err := timeIn("known_at", req.Msg.KnownAt)
+	if err != nil {
+		return nil, err
+	}
+	facts, err := s.Store.FactHistoryKnownAt(ctx, p.TenantID, key, knownAt, restrictTo(p))
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("fact history: %w", err))
 	}
@@ -680,6 +696,9 @@ func (s *memoryServer) Recall(ctx context.Context, req *connect.Request[engramv1
 			return nil, fieldErr("as_of", err.Error())
 		}
 		rq.AsOf = m.AsOf.AsTime()
+	}
+	if rq.KnownAt, err = timeIn("known_at", m.KnownAt); err != nil {
+		return nil, err
 	}
 	// rq.Schema may name a tenant's stored schema: the engine resolves it for the
 	// caller's tenant and answers an unknown name as a schema field error.

@@ -53,8 +53,26 @@ type Fact struct {
 	Reason            string            `bun:"reason,notnull"`
 	KeyID             string            `bun:"key_id,notnull"`
 	Embedding         *pgvector.Vector  `bun:"embedding,type:vector(512)"`
-	RecordedAt        time.Time         `bun:"recorded_at,nullzero,notnull,default:current_timestamp"`
-	ClosedAt          *time.Time        `bun:"closed_at"`
+	// StatedAt are the times (valid time) the value was stated: the statement
+	// that wrote the revision and every duplicate since (empty: ValidFrom alone).
+	StatedAt []time.Time `bun:"stated_at,array,nullzero"`
+	// RecordedAt is when the memory learned the revision (transaction time).
+	RecordedAt time.Time `bun:"recorded_at,nullzero,notnull,default:current_timestamp"`
+	// ClosedAt is when the memory stopped holding it as its key's current value
+	// (retired_at in the API): when it was superseded, invalidated or expired, or
+	// when it was recorded, for a revision that was historical from the start.
+	ClosedAt *time.Time `bun:"closed_at"`
+	// ChangedAt is since when the memory holds its status and validity as they
+	// are (nil: since RecordedAt); the versions before are in fact_versions.
+	ChangedAt *time.Time `bun:"changed_at"`
+}
+
+// Stated is StatedAt, or ValidFrom when none is recorded.
+func (f *Fact) Stated() []time.Time {
+	if len(f.StatedAt) == 0 {
+		return []time.Time{f.ValidFrom}
+	}
+	return f.StatedAt
 }
 
 // ScopeRef returns the fact's scope with its ids.
@@ -171,13 +189,9 @@ func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact
 			return nil, fmt.Errorf("lock memory key: %w", err)
 		}
 	}
-	var maxRev int
-	text := preparedText(db, "MaxRevision", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
-			Where("tenant_id = ? AND memory_key = ?", p...).String()
-	}, 2)
-	if err := selectPrepared(ctx, db, text, &maxRev, tenantID, f.MemoryKey); err != nil {
-		return nil, fmt.Errorf("read revisions: %w", err)
+	maxRev, err := maxRevision(ctx, db, tenantID, f.MemoryKey)
+	if err != nil {
+		return nil, err
 	}
 	f.Revision = maxRev + 1
 	now := time.Now().UTC()
@@ -203,24 +217,32 @@ func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact
 			f.Status = memory.FactActive
 		}
 	case WriteHistorical:
-		// The historical revision ends where the first later revision begins.
-		var next Fact
-		err := db.NewSelect().Model(&next).Column("id", "valid_from").
-			Where("tenant_id = ? AND memory_key = ? AND valid_from > ?", tenantID, f.MemoryKey, f.ValidFrom).
-			Order("valid_from ASC").Limit(1).Scan(ctx)
-		if err == nil {
-			vu := next.ValidFrom
-			f.ValidUntil = &vu
-		} else if notFound(err) != ErrNotFound {
-			return nil, fmt.Errorf("find next revision: %w", err)
+		// The historical revision ends where governance said (the next statement of
+		// another value); without an end, where the first later live revision begins.
+		if f.ValidUntil == nil {
+			var next Fact
+			err := db.NewSelect().Model(&next).Column("id", "valid_from").
+				Where("tenant_id = ? AND memory_key = ? AND valid_from > ? AND status IN ('ACTIVE', 'SUPERSEDED')", tenantID, f.MemoryKey, f.ValidFrom).
+				Order("valid_from ASC").Limit(1).Scan(ctx)
+			if err == nil {
+				vu := next.ValidFrom
+				f.ValidUntil = &vu
+			} else if notFound(err) != ErrNotFound {
+				return nil, fmt.Errorf("find next revision: %w", err)
+			}
 		}
-		f.Status = memory.FactSuperseded
+		if f.Status == "" || f.Status == memory.FactActive {
+			f.Status = memory.FactSuperseded
+		}
 		f.ClosedAt = &now
 	default:
 		return nil, fmt.Errorf("unknown write mode %d", mode)
 	}
 	if !f.Status.Valid() {
 		return nil, memory.FieldError{Field: "status", Problem: fmt.Sprintf("unknown value %q", f.Status)}
+	}
+	if len(f.StatedAt) == 0 {
+		f.StatedAt = []time.Time{f.ValidFrom}
 	}
 	q := db.NewInsert().Model(f).Value("search", "to_tsvector('english', ?)", searchText).Returning("id, recorded_at")
 	if f.ID == "" {
@@ -230,6 +252,19 @@ func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact
 		return nil, fmt.Errorf("insert fact revision: %w", err)
 	}
 	return f, nil
+}
+
+// maxRevision is the key's highest revision number, 0 for none.
+func maxRevision(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (int, error) {
+	var maxRev int
+	text := preparedText(db, "MaxRevision", func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
+			Where("tenant_id = ? AND memory_key = ?", p...).String()
+	}, 2)
+	if err := selectPrepared(ctx, db, text, &maxRev, tenantID, memoryKey); err != nil {
+		return 0, fmt.Errorf("read revisions: %w", err)
+	}
+	return maxRev, nil
 }
 
 // WriteFact is WriteFactRevision in its own transaction.
@@ -326,11 +361,18 @@ func (s *Store) FactHistory(ctx context.Context, tenantID, memoryKey string) ([]
 // FactHistoryRestricted is FactHistory limited further by restrict (e.g. to the
 // users an API key may read); nil restricts nothing beyond the tenant.
 func (s *Store) FactHistoryRestricted(ctx context.Context, tenantID, memoryKey string, restrict func(*bun.SelectQuery) *bun.SelectQuery) ([]Fact, error) {
+	return s.FactHistoryKnownAt(ctx, tenantID, memoryKey, time.Time{}, restrict)
+}
+
+// FactHistoryKnownAt is FactHistoryRestricted as the memory held the key at
+// knownAt (zero: now): the revisions recorded by then, with the status and
+// validity they had.
+func (s *Store) FactHistoryKnownAt(ctx context.Context, tenantID, memoryKey string, knownAt time.Time, restrict func(*bun.SelectQuery) *bun.SelectQuery) ([]Fact, error) {
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
 	}
 	var out []Fact
-	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+	q := FactFilter{KnownAt: knownAt}.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
 		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey)
 	if restrict != nil {
 		q = restrict(q)
@@ -351,6 +393,10 @@ type FactFilter struct {
 	Scope     memory.Scope
 	Statuses  []memory.FactStatus
 	Limit     int
+	// KnownAt, when set, reads the revisions as the memory held them then
+	// (transaction time): those recorded by then, with the status and validity
+	// they had.
+	KnownAt time.Time
 	// Restrict, when set, narrows the query further (an API key's readable users).
 	Restrict func(*bun.SelectQuery) *bun.SelectQuery
 }
@@ -391,7 +437,7 @@ func (s *Store) ListFacts(ctx context.Context, tenantID string, ff FactFilter) (
 		return nil, err
 	}
 	var out []Fact
-	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
+	q := ff.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).Where("tenant_id = ?", tenantID)
 	if err := ff.apply(q).Order("recorded_at DESC", "revision DESC").Scan(ctx); err != nil {
 		return nil, err
 	}
@@ -409,7 +455,7 @@ func (s *Store) FactsAsOf(ctx context.Context, tenantID string, t time.Time, ff 
 		return nil, memory.FieldError{Field: "as_of", Problem: "is missing"}
 	}
 	var out []Fact
-	q := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+	q := ff.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
 		Where("tenant_id = ?", tenantID).
 		Where("valid_from <= ?", t).
 		Where("(valid_until IS NULL OR valid_until > ?)", t)
@@ -450,16 +496,6 @@ func ActiveBySubjectPredicate(ctx context.Context, db bun.IDB, tenantID, userID,
 	}, 4)
 	err := selectPrepared(ctx, db, text, &out, tenantID, predicate, subject, userID)
 	return out, err
-}
-
-// RaiseConfidence sets a fact's confidence (a duplicate statement strengthens it).
-func RaiseConfidence(ctx context.Context, db bun.IDB, tenantID, factID string, confidence float64) error {
-	if confidence < 0 || confidence > 1 {
-		return memory.FieldError{Field: "confidence", Problem: fmt.Sprintf("%.3f is outside [0, 1]", confidence)}
-	}
-	_, err := db.NewUpdate().Model((*Fact)(nil)).Set("confidence = greatest(confidence, ?)", confidence).
-		Where("tenant_id = ? AND id = ?", tenantID, factID).Exec(ctx)
-	return err
 }
 
 // SetFactEmbedding stores a fact's vector.

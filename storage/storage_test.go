@@ -183,6 +183,7 @@ func TestNewRevisionClosesPreviousAndHistory(t *testing.T) {
 	cur, err := storage.CurrentFact(ctx, st.DB(), "tA", key)
 	require.NoError(t, err)
 	assert.Equal(t, "10000 CNY", cur.Object)
+	requireNoOverlaps(t, st, "tA")
 
 	// Retraction closes the current revision.
 	closed, err := storage.CloseFact(ctx, st.DB(), "tA", key, memory.FactInvalidated, t0.Add(72*time.Hour), "user said forget it")
@@ -221,6 +222,7 @@ func TestAsOfReturnsRevisionValidThen(t *testing.T) {
 		require.Len(t, got, 1, "as of %s", c.at)
 		assert.Equal(t, c.want, got[0].Object, "as of %s", c.at)
 	}
+	requireNoOverlaps(t, st, "tA")
 	// Another tenant's as-of read sees nothing.
 	got, err := st.FactsAsOf(ctx, "tB", t0.Add(24*time.Hour), storage.FactFilter{MemoryKey: key})
 	require.NoError(t, err)

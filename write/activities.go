@@ -532,7 +532,7 @@ func toExisting(f storage.Fact) governance.Existing {
 	return governance.Existing{
 		FactID: f.ID, MemoryKey: f.MemoryKey, Scope: f.ScopeRef(), Subject: f.Subject, Predicate: f.Predicate,
 		Object: f.Object, Status: f.Status, Revision: f.Revision, Confidence: f.Confidence,
-		ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil, ObservedAt: f.ObservedAt,
+		ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil, ObservedAt: f.ObservedAt, StatedAt: f.StatedAt,
 	}
 }
 
@@ -1037,6 +1037,12 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		if d.Action == governance.ActionHistorical {
 			mode = storage.WriteHistorical
 		}
+		if !d.StatedAt.IsZero() {
+			f.StatedAt = []time.Time{d.StatedAt}
+		}
+		if err := a.trim(ctx, tx, tenant, d); err != nil {
+			return "", err
+		}
 		search := storage.SearchText(f.Content + " " + f.Object)
 		var err error
 		if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
@@ -1057,13 +1063,32 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		if err := storage.LinkFactEvidence(ctx, tx, tenant, wf.ID, in.EvidenceID, memory.RelSupport); err != nil {
 			return "", err
 		}
+		if r := d.Reopen; r != nil && d.Target != nil {
+			// The statement split the Target: its value holds again after it.
+			ro, err := storage.ReopenRevision(ctx, tx, tenant, d.Target.FactID, r.From, r.Until, r.Status, r.StatedAt, wf.ID,
+				fmt.Sprintf("%s stated again at %s, after %s", d.Target.Object, r.From.UTC().Format(time.RFC3339), c.Object))
+			if err != nil {
+				return "", err
+			}
+			if err := storage.EnqueueFact(ctx, tx, tenant, ro.ID); err != nil {
+				return "", err
+			}
+		}
 		return wf.ID, storage.EnqueueFact(ctx, tx, tenant, wf.ID)
 	case governance.ActionDuplicate:
 		if d.Target == nil {
 			return "", fmt.Errorf("duplicate without a target fact")
 		}
-		if err := storage.RaiseConfidence(ctx, tx, tenant, d.Target.FactID, clamp01(d.Confidence)); err != nil {
+		if err := a.trim(ctx, tx, tenant, d); err != nil {
 			return "", err
+		}
+		if err := storage.RestateFact(ctx, tx, tenant, d.Target.FactID, clamp01(d.Confidence), d.StatedAt, d.ExtendFrom); err != nil {
+			return "", err
+		}
+		if d.ExtendFrom != nil {
+			if err := storage.EnqueueFact(ctx, tx, tenant, d.Target.FactID); err != nil {
+				return "", err
+			}
 		}
 		if err := storage.LinkFactEvidence(ctx, tx, tenant, d.Target.FactID, in.EvidenceID, memory.RelSupport); err != nil {
 			return "", err
@@ -1086,6 +1111,18 @@ func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema
 		return closed.ID, storage.EnqueueFact(ctx, tx, tenant, closed.ID)
 	}
 	return "", nil
+}
+
+// trim ends the revision a statement fell inside of (Decision.Trim) at the
+// statement's time, and queues it for the search index.
+func (a *MemoryActivities) trim(ctx context.Context, tx bun.Tx, tenant string, d governance.Decision) error {
+	if d.Trim == nil {
+		return nil
+	}
+	if err := storage.TrimRevision(ctx, tx, tenant, d.Trim.FactID, d.StatedAt); err != nil {
+		return err
+	}
+	return storage.EnqueueFact(ctx, tx, tenant, d.Trim.FactID)
 }
 
 // writeGraph records the entity a candidate is about (with the state its event

@@ -12,7 +12,7 @@ import (
 
 var factsFields = fieldFlags{
 	"user_id": "user", "task_id": "task", "memory_key": "key", "predicate": "predicate", "scope": "scope",
-	"statuses": "status", "limit": "limit", "fact_id": "FACT_ID",
+	"statuses": "status", "limit": "limit", "fact_id": "FACT_ID", "as_of": "as-of", "known_at": "known-at",
 }
 
 func factsCmd() *cobra.Command {
@@ -31,16 +31,25 @@ func factsListCmd() *cobra.Command {
 	var statuses []string
 	var all bool
 	var limit int
+	var asOf, knownAt string
 	cmd := &cobra.Command{
 		Use:   "list [--user U] [--task T] [--predicate P] [flags]",
 		Short: "List facts, newest first (ACTIVE ones unless --all or --status)",
 		Example: `  engram facts list --user u1
   engram facts list --user u1 --predicate budget --all
+  engram facts list --user u1 --predicate budget --all --as-of 2026-03-01T12:00:00Z --known-at 2026-03-02T09:00:00Z
   engram facts list --task trip-1 --json`,
 		Args: positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 || limit > 1000 {
 				return badFlag("limit", "%d is outside [1, 1000]", limit)
+			}
+			var err error
+			if req.AsOf, err = parseTime("as-of", asOf); err != nil {
+				return err
+			}
+			if req.KnownAt, err = parseTime("known-at", knownAt); err != nil {
+				return err
 			}
 			req.Limit = int32(limit)
 			if scope != "" {
@@ -89,19 +98,28 @@ func factsListCmd() *cobra.Command {
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses: active, superseded, expired, invalidated (repeat or comma-separate)")
 	f.BoolVar(&all, "all", false, "every status, not only ACTIVE")
 	f.IntVar(&limit, "limit", 0, "at most this many (default 100, at most 1000)")
+	f.StringVar(&asOf, "as-of", "", "only revisions valid at this RFC 3339 time (valid time: when the value was true)")
+	f.StringVar(&knownAt, "known-at", "", "the revisions as the memory held them at this RFC 3339 time (transaction time)")
 	return cmd
 }
 
 func factsHistoryCmd() *cobra.Command {
 	var o apiOpts
+	var knownAt string
 	cmd := &cobra.Command{
-		Use:     "history MEMORY_KEY",
-		Short:   "Every revision of one memory key, oldest first",
-		Example: `  engram facts history "$(engram facts list --user u1 --predicate budget --json | jq -r '.facts[0].memory_key')"`,
-		Args:    positional(cobra.ExactArgs(1)),
+		Use:   "history MEMORY_KEY",
+		Short: "Every revision of one memory key, oldest first",
+		Example: `  engram facts history "$(engram facts list --user u1 --predicate budget --json | jq -r '.facts[0].memory_key')"
+  engram facts history 'USER:u1|user|budget' --known-at 2026-03-02T09:00:00Z`,
+		Args: positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(args[0]) == "" {
 				return badArg("MEMORY_KEY is empty")
+			}
+			req := &engramv1.FactHistoryRequest{MemoryKey: args[0]}
+			var err error
+			if req.KnownAt, err = parseTime("known-at", knownAt); err != nil {
+				return err
 			}
 			c, err := o.dial()
 			if err != nil {
@@ -109,9 +127,9 @@ func factsHistoryCmd() *cobra.Command {
 			}
 			ctx, cancel := o.context(cmd)
 			defer cancel()
-			revs, err := c.FactHistory(ctx, args[0])
+			revs, err := c.FactHistoryOf(ctx, req)
 			if err != nil {
-				return c.apiErr(err, fieldFlags{"memory_key": "MEMORY_KEY"})
+				return c.apiErr(err, fieldFlags{"memory_key": "MEMORY_KEY", "known_at": "known-at"})
 			}
 			if o.asJSON {
 				return printJSON(cmd.OutOrStdout(), &engramv1.FactHistoryResponse{Revisions: revs})
@@ -123,6 +141,7 @@ func factsHistoryCmd() *cobra.Command {
 		},
 	}
 	o.register(cmd.Flags())
+	cmd.Flags().StringVar(&knownAt, "known-at", "", "the history as the memory held it at this RFC 3339 time (transaction time)")
 	return cmd
 }
 
@@ -164,11 +183,12 @@ func printFacts(out io.Writer, facts []*engramv1.Fact) error {
 		return nil
 	}
 	tw := table(out)
-	fmt.Fprintln(tw, "FACT\tREV\tSTATUS\tSCOPE\tTYPE\tPREDICATE\tVALUE\tCONTENT\tVALID FROM\tVALID UNTIL\tCONF\tMEMORY KEY")
+	fmt.Fprintln(tw, "FACT\tREV\tSTATUS\tSCOPE\tTYPE\tPREDICATE\tVALUE\tCONTENT\tVALID FROM\tVALID UNTIL\tRECORDED\tRETIRED\tCONF\tMEMORY KEY")
 	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", f.Id, f.Revision,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", f.Id, f.Revision,
 			enumName(f.Status.String(), "FACT_STATUS_"), scopeText(f.Scope), strings.ToLower(enumName(f.MemoryType.String(), "MEMORY_TYPE_")),
-			dash(f.Predicate), clip(dash(f.Object), 24), clip(f.Content, 40), tsText(f.ValidFrom), tsText(f.ValidUntil), f.Confidence, f.MemoryKey)
+			dash(f.Predicate), clip(dash(f.Object), 24), clip(f.Content, 40), tsText(f.ValidFrom), tsText(f.ValidUntil),
+			tsText(f.RecordedAt), tsText(f.RetiredAt), f.Confidence, f.MemoryKey)
 	}
 	return tw.Flush()
 }

@@ -11,21 +11,22 @@ import (
 )
 
 var recallFields = fieldFlags{
-	"user_id": "user", "query": "query", "session_id": "session", "task_id": "task", "as_of": "as-of",
+	"user_id": "user", "query": "query", "session_id": "session", "task_id": "task", "as_of": "as-of", "known_at": "known-at",
 	"k": "k", "token_budget": "budget", "schema": "schema", "purpose": "purpose",
 }
 
 func recallCmd() *cobra.Command {
 	var o apiOpts
 	var req engramv1.RecallRequest
-	var asOf string
+	var asOf, knownAt string
 	var k, budget int
 	cmd := &cobra.Command{
 		Use:   "recall [--query Q] [--user U] [--task T] [flags]",
 		Short: "What should the agent remember right now? Prints the context and the ranked memories",
 		Example: `  engram recall --user u1 --schema travel --query "预算"
   engram recall --user u1 --schema travel --task trip-1 --query "这次旅行的预算" --budget 500
-  engram recall --user u1 --as-of 2026-03-01T00:00:00Z --query budget --json`,
+  engram recall --user u1 --as-of 2026-03-01T00:00:00Z --query budget --json
+  engram recall --user u1 --known-at 2026-03-02T09:00:00Z --query budget`,
 		Args: positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if k < 0 || k > 100 {
@@ -39,6 +40,9 @@ func recallCmd() *cobra.Command {
 			}
 			var err error
 			if req.AsOf, err = parseTime("as-of", asOf); err != nil {
+				return err
+			}
+			if req.KnownAt, err = parseTime("known-at", knownAt); err != nil {
 				return err
 			}
 			req.K, req.TokenBudget = int32(k), int32(budget)
@@ -66,7 +70,8 @@ func recallCmd() *cobra.Command {
 	f.StringVar(&req.UserId, "user", "", "the user (required unless the API key is bound to one)")
 	f.StringVar(&req.SessionId, "session", "", "current session (session memory, recent turns)")
 	f.StringVar(&req.TaskId, "task", "", "current task (task state and task-scoped memory)")
-	f.StringVar(&asOf, "as-of", "", "answer as of this RFC 3339 time (default now)")
+	f.StringVar(&asOf, "as-of", "", "answer as of this RFC 3339 time (default now, or --known-at)")
+	f.StringVar(&knownAt, "known-at", "", "answer as the memory knew it at this RFC 3339 time (transaction time; default now)")
 	f.IntVar(&k, "k", 0, "ranked items to return (default 10, at most 100)")
 	f.IntVar(&budget, "budget", 0, "token budget of the context (default 1000, at most 8000)")
 	f.StringVar(&req.Schema, "schema", "", "schema used to parse the query (default general)")

@@ -944,7 +944,12 @@ type RecallRequest struct {
 	// Why the caller reads (recorded in the access log).
 	Purpose string `protobuf:"bytes,9,opt,name=purpose,proto3" json:"purpose,omitempty"`
 	// Restricts the visible scopes further (never widens them).
-	Scopes        []Scope `protobuf:"varint,10,rep,packed,name=scopes,proto3,enum=engram.v1.Scope" json:"scopes,omitempty"`
+	Scopes []Scope `protobuf:"varint,10,rep,packed,name=scopes,proto3,enum=engram.v1.Scope" json:"scopes,omitempty"`
+	// Answer as the memory knew it at this time (transaction time; default now):
+	// only revisions recorded by then, each with the status and validity it had
+	// then. With as_of: what the memory believed at known_at about as_of. Without
+	// as_of, as_of is known_at.
+	KnownAt       *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=known_at,json=knownAt,proto3" json:"known_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1045,6 +1050,13 @@ func (x *RecallRequest) GetPurpose() string {
 func (x *RecallRequest) GetScopes() []Scope {
 	if x != nil {
 		return x.Scopes
+	}
+	return nil
+}
+
+func (x *RecallRequest) GetKnownAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.KnownAt
 	}
 	return nil
 }
@@ -1602,7 +1614,12 @@ type ListFactsRequest struct {
 	// Only these statuses (default: any).
 	Statuses []FactStatus `protobuf:"varint,6,rep,packed,name=statuses,proto3,enum=engram.v1.FactStatus" json:"statuses,omitempty"`
 	// At most this many (default 100, at most 1000).
-	Limit         int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only revisions valid at this time (valid time: when the value was true).
+	AsOf *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// The revisions as the memory held them at this time (transaction time): only
+	// those recorded by then, each with the status and validity it had then.
+	KnownAt       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=known_at,json=knownAt,proto3" json:"known_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1686,6 +1703,20 @@ func (x *ListFactsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListFactsRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
+func (x *ListFactsRequest) GetKnownAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.KnownAt
+	}
+	return nil
+}
+
 // ListFactsResponse lists facts, newest first.
 type ListFactsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1736,7 +1767,10 @@ func (x *ListFactsResponse) GetFacts() []*Fact {
 type FactHistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Memory key (Fact.memory_key).
-	MemoryKey     string `protobuf:"bytes,1,opt,name=memory_key,json=memoryKey,proto3" json:"memory_key,omitempty"`
+	MemoryKey string `protobuf:"bytes,1,opt,name=memory_key,json=memoryKey,proto3" json:"memory_key,omitempty"`
+	// The history as the memory held it at this time (transaction time): only
+	// revisions recorded by then, each with the status and validity it had then.
+	KnownAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=known_at,json=knownAt,proto3" json:"known_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1776,6 +1810,13 @@ func (x *FactHistoryRequest) GetMemoryKey() string {
 		return x.MemoryKey
 	}
 	return ""
+}
+
+func (x *FactHistoryRequest) GetKnownAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.KnownAt
+	}
+	return nil
 }
 
 // FactHistoryResponse lists every revision, oldest first.
@@ -2103,7 +2144,7 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x129\n" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
-	"\fevidence_ids\x18\x0e \x03(\tR\vevidenceIds\"\xb4\x02\n" +
+	"\fevidence_ids\x18\x0e \x03(\tR\vevidenceIds\"\xeb\x02\n" +
 	"\rRecallRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1d\n" +
@@ -2116,7 +2157,8 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x06schema\x18\b \x01(\tR\x06schema\x12\x18\n" +
 	"\apurpose\x18\t \x01(\tR\apurpose\x12(\n" +
 	"\x06scopes\x18\n" +
-	" \x03(\x0e2\x10.engram.v1.ScopeR\x06scopes\"\x8d\x05\n" +
+	" \x03(\x0e2\x10.engram.v1.ScopeR\x06scopes\x125\n" +
+	"\bknown_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\aknownAt\"\x8d\x05\n" +
 	"\n" +
 	"RecallItem\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
@@ -2170,7 +2212,7 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x0eGetFactRequest\x12\x17\n" +
 	"\afact_id\x18\x01 \x01(\tR\x06factId\"6\n" +
 	"\x0fGetFactResponse\x12#\n" +
-	"\x04fact\x18\x01 \x01(\v2\x0f.engram.v1.FactR\x04fact\"\xf2\x01\n" +
+	"\x04fact\x18\x01 \x01(\v2\x0f.engram.v1.FactR\x04fact\"\xda\x02\n" +
 	"\x10ListFactsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1d\n" +
@@ -2179,12 +2221,15 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\tpredicate\x18\x04 \x01(\tR\tpredicate\x12&\n" +
 	"\x05scope\x18\x05 \x01(\x0e2\x10.engram.v1.ScopeR\x05scope\x121\n" +
 	"\bstatuses\x18\x06 \x03(\x0e2\x15.engram.v1.FactStatusR\bstatuses\x12\x14\n" +
-	"\x05limit\x18\a \x01(\x05R\x05limit\":\n" +
+	"\x05limit\x18\a \x01(\x05R\x05limit\x12/\n" +
+	"\x05as_of\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x125\n" +
+	"\bknown_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aknownAt\":\n" +
 	"\x11ListFactsResponse\x12%\n" +
-	"\x05facts\x18\x01 \x03(\v2\x0f.engram.v1.FactR\x05facts\"3\n" +
+	"\x05facts\x18\x01 \x03(\v2\x0f.engram.v1.FactR\x05facts\"j\n" +
 	"\x12FactHistoryRequest\x12\x1d\n" +
 	"\n" +
-	"memory_key\x18\x01 \x01(\tR\tmemoryKey\"D\n" +
+	"memory_key\x18\x01 \x01(\tR\tmemoryKey\x125\n" +
+	"\bknown_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aknownAt\"D\n" +
 	"\x13FactHistoryResponse\x12-\n" +
 	"\trevisions\x18\x01 \x03(\v2\x0f.engram.v1.FactR\trevisions\"H\n" +
 	"\x15InvalidateFactRequest\x12\x17\n" +
@@ -2297,42 +2342,46 @@ var file_engram_v1_memory_proto_depIdxs = []int32{
 	25, // 15: engram.v1.PendingReview.created_at:type_name -> google.protobuf.Timestamp
 	25, // 16: engram.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
 	31, // 17: engram.v1.RecallRequest.scopes:type_name -> engram.v1.Scope
-	29, // 18: engram.v1.RecallItem.memory_type:type_name -> engram.v1.MemoryType
-	28, // 19: engram.v1.RecallItem.scope:type_name -> engram.v1.ScopeRef
-	32, // 20: engram.v1.RecallItem.status:type_name -> engram.v1.FactStatus
-	25, // 21: engram.v1.RecallItem.valid_from:type_name -> google.protobuf.Timestamp
-	25, // 22: engram.v1.RecallItem.valid_until:type_name -> google.protobuf.Timestamp
-	25, // 23: engram.v1.RecallItem.occurred_at:type_name -> google.protobuf.Timestamp
-	33, // 24: engram.v1.RecallTask.state:type_name -> engram.v1.TaskState
-	11, // 25: engram.v1.RecallResponse.sections:type_name -> engram.v1.ContextSection
-	10, // 26: engram.v1.RecallResponse.items:type_name -> engram.v1.RecallItem
-	12, // 27: engram.v1.RecallResponse.task:type_name -> engram.v1.RecallTask
-	25, // 28: engram.v1.RecallResponse.as_of:type_name -> google.protobuf.Timestamp
-	34, // 29: engram.v1.GetFactResponse.fact:type_name -> engram.v1.Fact
-	31, // 30: engram.v1.ListFactsRequest.scope:type_name -> engram.v1.Scope
-	32, // 31: engram.v1.ListFactsRequest.statuses:type_name -> engram.v1.FactStatus
-	34, // 32: engram.v1.ListFactsResponse.facts:type_name -> engram.v1.Fact
-	34, // 33: engram.v1.FactHistoryResponse.revisions:type_name -> engram.v1.Fact
-	34, // 34: engram.v1.InvalidateFactResponse.fact:type_name -> engram.v1.Fact
-	4,  // 35: engram.v1.MemoryService.Ingest:input_type -> engram.v1.IngestRequest
-	9,  // 36: engram.v1.MemoryService.Recall:input_type -> engram.v1.RecallRequest
-	14, // 37: engram.v1.MemoryService.GetFact:input_type -> engram.v1.GetFactRequest
-	16, // 38: engram.v1.MemoryService.ListFacts:input_type -> engram.v1.ListFactsRequest
-	18, // 39: engram.v1.MemoryService.FactHistory:input_type -> engram.v1.FactHistoryRequest
-	20, // 40: engram.v1.MemoryService.InvalidateFact:input_type -> engram.v1.InvalidateFactRequest
-	22, // 41: engram.v1.MemoryService.Forget:input_type -> engram.v1.ForgetRequest
-	7,  // 42: engram.v1.MemoryService.Ingest:output_type -> engram.v1.IngestResponse
-	13, // 43: engram.v1.MemoryService.Recall:output_type -> engram.v1.RecallResponse
-	15, // 44: engram.v1.MemoryService.GetFact:output_type -> engram.v1.GetFactResponse
-	17, // 45: engram.v1.MemoryService.ListFacts:output_type -> engram.v1.ListFactsResponse
-	19, // 46: engram.v1.MemoryService.FactHistory:output_type -> engram.v1.FactHistoryResponse
-	21, // 47: engram.v1.MemoryService.InvalidateFact:output_type -> engram.v1.InvalidateFactResponse
-	23, // 48: engram.v1.MemoryService.Forget:output_type -> engram.v1.ForgetResponse
-	42, // [42:49] is the sub-list for method output_type
-	35, // [35:42] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	25, // 18: engram.v1.RecallRequest.known_at:type_name -> google.protobuf.Timestamp
+	29, // 19: engram.v1.RecallItem.memory_type:type_name -> engram.v1.MemoryType
+	28, // 20: engram.v1.RecallItem.scope:type_name -> engram.v1.ScopeRef
+	32, // 21: engram.v1.RecallItem.status:type_name -> engram.v1.FactStatus
+	25, // 22: engram.v1.RecallItem.valid_from:type_name -> google.protobuf.Timestamp
+	25, // 23: engram.v1.RecallItem.valid_until:type_name -> google.protobuf.Timestamp
+	25, // 24: engram.v1.RecallItem.occurred_at:type_name -> google.protobuf.Timestamp
+	33, // 25: engram.v1.RecallTask.state:type_name -> engram.v1.TaskState
+	11, // 26: engram.v1.RecallResponse.sections:type_name -> engram.v1.ContextSection
+	10, // 27: engram.v1.RecallResponse.items:type_name -> engram.v1.RecallItem
+	12, // 28: engram.v1.RecallResponse.task:type_name -> engram.v1.RecallTask
+	25, // 29: engram.v1.RecallResponse.as_of:type_name -> google.protobuf.Timestamp
+	34, // 30: engram.v1.GetFactResponse.fact:type_name -> engram.v1.Fact
+	31, // 31: engram.v1.ListFactsRequest.scope:type_name -> engram.v1.Scope
+	32, // 32: engram.v1.ListFactsRequest.statuses:type_name -> engram.v1.FactStatus
+	25, // 33: engram.v1.ListFactsRequest.as_of:type_name -> google.protobuf.Timestamp
+	25, // 34: engram.v1.ListFactsRequest.known_at:type_name -> google.protobuf.Timestamp
+	34, // 35: engram.v1.ListFactsResponse.facts:type_name -> engram.v1.Fact
+	25, // 36: engram.v1.FactHistoryRequest.known_at:type_name -> google.protobuf.Timestamp
+	34, // 37: engram.v1.FactHistoryResponse.revisions:type_name -> engram.v1.Fact
+	34, // 38: engram.v1.InvalidateFactResponse.fact:type_name -> engram.v1.Fact
+	4,  // 39: engram.v1.MemoryService.Ingest:input_type -> engram.v1.IngestRequest
+	9,  // 40: engram.v1.MemoryService.Recall:input_type -> engram.v1.RecallRequest
+	14, // 41: engram.v1.MemoryService.GetFact:input_type -> engram.v1.GetFactRequest
+	16, // 42: engram.v1.MemoryService.ListFacts:input_type -> engram.v1.ListFactsRequest
+	18, // 43: engram.v1.MemoryService.FactHistory:input_type -> engram.v1.FactHistoryRequest
+	20, // 44: engram.v1.MemoryService.InvalidateFact:input_type -> engram.v1.InvalidateFactRequest
+	22, // 45: engram.v1.MemoryService.Forget:input_type -> engram.v1.ForgetRequest
+	7,  // 46: engram.v1.MemoryService.Ingest:output_type -> engram.v1.IngestResponse
+	13, // 47: engram.v1.MemoryService.Recall:output_type -> engram.v1.RecallResponse
+	15, // 48: engram.v1.MemoryService.GetFact:output_type -> engram.v1.GetFactResponse
+	17, // 49: engram.v1.MemoryService.ListFacts:output_type -> engram.v1.ListFactsResponse
+	19, // 50: engram.v1.MemoryService.FactHistory:output_type -> engram.v1.FactHistoryResponse
+	21, // 51: engram.v1.MemoryService.InvalidateFact:output_type -> engram.v1.InvalidateFactResponse
+	23, // 52: engram.v1.MemoryService.Forget:output_type -> engram.v1.ForgetResponse
+	46, // [46:53] is the sub-list for method output_type
+	39, // [39:46] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_engram_v1_memory_proto_init() }

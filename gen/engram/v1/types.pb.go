@@ -483,10 +483,17 @@ type Fact struct {
 	SchemaName string `protobuf:"bytes,22,opt,name=schema_name,json=schemaName,proto3" json:"schema_name,omitempty"`
 	// Schema version.
 	SchemaVersion int32 `protobuf:"varint,23,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
-	// When the revision was recorded.
+	// When the memory learned this revision (transaction time).
 	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
 	// Evidence ids supporting this revision (GetFact only).
-	EvidenceIds   []string `protobuf:"bytes,25,rep,name=evidence_ids,json=evidenceIds,proto3" json:"evidence_ids,omitempty"`
+	EvidenceIds []string `protobuf:"bytes,25,rep,name=evidence_ids,json=evidenceIds,proto3" json:"evidence_ids,omitempty"`
+	// When the memory stopped holding it as its key's current value (transaction
+	// time): superseded, invalidated or expired; for a revision that was history
+	// from the start (a late statement), when it was recorded. Unset while current.
+	RetiredAt *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=retired_at,json=retiredAt,proto3" json:"retired_at,omitempty"`
+	// The times (valid time) its value was stated: the statement that wrote it and
+	// every restatement since.
+	StatedAt      []*timestamppb.Timestamp `protobuf:"bytes,27,rep,name=stated_at,json=statedAt,proto3" json:"stated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +703,20 @@ func (x *Fact) GetEvidenceIds() []string {
 	return nil
 }
 
+func (x *Fact) GetRetiredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetiredAt
+	}
+	return nil
+}
+
+func (x *Fact) GetStatedAt() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.StatedAt
+	}
+	return nil
+}
+
 // FieldProblem is one thing wrong with a document, with its place.
 type FieldProblem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -772,7 +793,7 @@ const file_engram_v1_types_proto_rawDesc = "" +
 	"\bagent_id\x18\x04 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x17\n" +
-	"\atask_id\x18\x06 \x01(\tR\x06taskId\"\xbc\a\n" +
+	"\atask_id\x18\x06 \x01(\tR\x06taskId\"\xb0\b\n" +
 	"\x04Fact\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -812,7 +833,10 @@ const file_engram_v1_types_proto_rawDesc = "" +
 	"\x0eschema_version\x18\x17 \x01(\x05R\rschemaVersion\x12;\n" +
 	"\vrecorded_at\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12!\n" +
-	"\fevidence_ids\x18\x19 \x03(\tR\vevidenceIds\"Z\n" +
+	"\fevidence_ids\x18\x19 \x03(\tR\vevidenceIds\x129\n" +
+	"\n" +
+	"retired_at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\tretiredAt\x127\n" +
+	"\tstated_at\x18\x1b \x03(\v2\x1a.google.protobuf.TimestampR\bstatedAt\"Z\n" +
 	"\fFieldProblem\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
@@ -882,20 +906,22 @@ var file_engram_v1_types_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_engram_v1_types_proto_depIdxs = []int32{
-	0, // 0: engram.v1.ScopeRef.scope:type_name -> engram.v1.Scope
-	5, // 1: engram.v1.Fact.scope:type_name -> engram.v1.ScopeRef
-	1, // 2: engram.v1.Fact.memory_type:type_name -> engram.v1.MemoryType
-	8, // 3: engram.v1.Fact.attributes:type_name -> google.protobuf.Struct
-	2, // 4: engram.v1.Fact.status:type_name -> engram.v1.FactStatus
-	4, // 5: engram.v1.Fact.origin:type_name -> engram.v1.Origin
-	9, // 6: engram.v1.Fact.valid_from:type_name -> google.protobuf.Timestamp
-	9, // 7: engram.v1.Fact.valid_until:type_name -> google.protobuf.Timestamp
-	9, // 8: engram.v1.Fact.recorded_at:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	0,  // 0: engram.v1.ScopeRef.scope:type_name -> engram.v1.Scope
+	5,  // 1: engram.v1.Fact.scope:type_name -> engram.v1.ScopeRef
+	1,  // 2: engram.v1.Fact.memory_type:type_name -> engram.v1.MemoryType
+	8,  // 3: engram.v1.Fact.attributes:type_name -> google.protobuf.Struct
+	2,  // 4: engram.v1.Fact.status:type_name -> engram.v1.FactStatus
+	4,  // 5: engram.v1.Fact.origin:type_name -> engram.v1.Origin
+	9,  // 6: engram.v1.Fact.valid_from:type_name -> google.protobuf.Timestamp
+	9,  // 7: engram.v1.Fact.valid_until:type_name -> google.protobuf.Timestamp
+	9,  // 8: engram.v1.Fact.recorded_at:type_name -> google.protobuf.Timestamp
+	9,  // 9: engram.v1.Fact.retired_at:type_name -> google.protobuf.Timestamp
+	9,  // 10: engram.v1.Fact.stated_at:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_engram_v1_types_proto_init() }

@@ -248,12 +248,16 @@ class Client:
         schema: str = "",
         purpose: str = "",
         scopes: Sequence[Scope] = (),
+        known_at: Optional[datetime] = None,
         timeout: Optional[Seconds] = None,
     ) -> RecallResponse:
-        """The context to remember for a user now (or at ``as_of``), and the ranked
-        items. ``scopes`` narrows the visible scopes (never widens them)."""
+        """The context to remember for a user now (or at ``as_of``: what was true
+        then), and the ranked items. ``known_at`` answers as the memory knew it then
+        (only what it had learned by then). ``scopes`` narrows the visible scopes
+        (never widens them)."""
         req = _req(user_id=user_id, query=query, session_id=session_id, task_id=task_id, as_of=as_of,
-                   k=k, token_budget=token_budget, schema=schema, purpose=purpose, scopes=list(scopes))
+                   k=k, token_budget=token_budget, schema=schema, purpose=purpose, scopes=list(scopes),
+                   known_at=known_at)
         return self._msg(RecallResponse, _MEMORY, "Recall", req, safe=True, timeout=timeout)
 
     def get_fact(self, fact_id: str, *, timeout: Optional[Seconds] = None) -> Fact:
@@ -270,17 +274,24 @@ class Client:
         scope: Scope = Scope.UNSPECIFIED,
         statuses: Sequence[FactStatus] = (),
         limit: int = 0,
+        as_of: Optional[datetime] = None,
+        known_at: Optional[datetime] = None,
         timeout: Optional[Seconds] = None,
     ) -> List[Fact]:
-        """Fact revisions, newest first; empty arguments do not filter."""
+        """Fact revisions, newest first; empty arguments do not filter. ``as_of``
+        keeps the revisions valid then; ``known_at`` shows them as the memory held
+        them then."""
         req = _req(user_id=user_id, task_id=task_id, memory_key=memory_key, predicate=predicate,
-                   scope=scope, statuses=list(statuses), limit=limit)
+                   scope=scope, statuses=list(statuses), limit=limit, as_of=as_of, known_at=known_at)
         res = self._call(_MEMORY, "ListFacts", req, safe=True, timeout=timeout)
         return [_wire.decode(Fact, f) for f in res.get("facts") or []]
 
-    def fact_history(self, memory_key: str, *, timeout: Optional[Seconds] = None) -> List[Fact]:
-        """Every revision of a memory key, oldest first."""
-        res = self._call(_MEMORY, "FactHistory", {"memoryKey": memory_key}, safe=True, timeout=timeout)
+    def fact_history(
+        self, memory_key: str, *, known_at: Optional[datetime] = None, timeout: Optional[Seconds] = None
+    ) -> List[Fact]:
+        """Every revision of a memory key, oldest first (as the memory held them at
+        ``known_at``, when given)."""
+        res = self._call(_MEMORY, "FactHistory", _req(memory_key=memory_key, known_at=known_at), safe=True, timeout=timeout)
         return [_wire.decode(Fact, f) for f in res.get("revisions") or []]
 
     def invalidate_fact(self, fact_id: str, reason: str, *, timeout: Optional[Seconds] = None) -> Fact:

@@ -186,6 +186,8 @@ class Fact:
     schema_version: int = 0
     recorded_at: Optional[datetime] = None
     evidence_ids: List[str] = field(default_factory=list)
+    retired_at: Optional[datetime] = None
+    stated_at: List[datetime] = field(default_factory=list)
 
 
 @dataclass

@@ -547,6 +547,16 @@ export declare type RecallRequest = Message<"engram.v1.RecallRequest"> & {
    * @generated from field: repeated engram.v1.Scope scopes = 10;
    */
   scopes: Scope[];
+
+  /**
+   * Answer as the memory knew it at this time (transaction time; default now):
+   * only revisions recorded by then, each with the status and validity it had
+   * then. With as_of: what the memory believed at known_at about as_of. Without
+   * as_of, as_of is known_at.
+   *
+   * @generated from field: google.protobuf.Timestamp known_at = 11;
+   */
+  knownAt?: Timestamp | undefined;
 };
 
 /**
@@ -932,6 +942,21 @@ export declare type ListFactsRequest = Message<"engram.v1.ListFactsRequest"> & {
    * @generated from field: int32 limit = 7;
    */
   limit: number;
+
+  /**
+   * Only revisions valid at this time (valid time: when the value was true).
+   *
+   * @generated from field: google.protobuf.Timestamp as_of = 8;
+   */
+  asOf?: Timestamp | undefined;
+
+  /**
+   * The revisions as the memory held them at this time (transaction time): only
+   * those recorded by then, each with the status and validity it had then.
+   *
+   * @generated from field: google.protobuf.Timestamp known_at = 9;
+   */
+  knownAt?: Timestamp | undefined;
 };
 
 /**
@@ -972,6 +997,14 @@ export declare type FactHistoryRequest = Message<"engram.v1.FactHistoryRequest">
    * @generated from field: string memory_key = 1;
    */
   memoryKey: string;
+
+  /**
+   * The history as the memory held it at this time (transaction time): only
+   * revisions recorded by then, each with the status and validity it had then.
+   *
+   * @generated from field: google.protobuf.Timestamp known_at = 2;
+   */
+  knownAt?: Timestamp | undefined;
 };
 
 /**

@@ -235,7 +235,7 @@ export declare type Fact = Message<"engram.v1.Fact"> & {
   schemaVersion: number;
 
   /**
-   * When the revision was recorded.
+   * When the memory learned this revision (transaction time).
    *
    * @generated from field: google.protobuf.Timestamp recorded_at = 24;
    */
@@ -247,6 +247,23 @@ export declare type Fact = Message<"engram.v1.Fact"> & {
    * @generated from field: repeated string evidence_ids = 25;
    */
   evidenceIds: string[];
+
+  /**
+   * When the memory stopped holding it as its key's current value (transaction
+   * time): superseded, invalidated or expired; for a revision that was history
+   * from the start (a late statement), when it was recorded. Unset while current.
+   *
+   * @generated from field: google.protobuf.Timestamp retired_at = 26;
+   */
+  retiredAt?: Timestamp | undefined;
+
+  /**
+   * The times (valid time) its value was stated: the statement that wrote it and
+   * every restatement since.
+   *
+   * @generated from field: repeated google.protobuf.Timestamp stated_at = 27;
+   */
+  statedAt: Timestamp[];
 };
 
 /**
