@@ -99,6 +99,22 @@ const evidenceVisibleSQL = "e.tenant_id = $1 AND e.user_id = $2 AND e.occurred_a
 // 15 µs a row, several milliseconds a recall.
 const tsqSQL = "(SELECT to_tsquery('english', $11))"
 
+// Evidence read from indexes (see buildRecallSQL): a user with at least
+// manyTurnsMin turns that are at least 1/manyTurnsShare of all evidence. Below
+// that, comparing the user's turns exactly is cheap (the light user, who must not
+// get slower) or the filtered HNSW walk would pass over too many other turns
+// (pg_class.reltuples: the table's size as the planner last counted it).
+const (
+	manyTurnsMin   = 500
+	manyTurnsShare = 200
+)
+
+var manyTurnsSQL = fmt.Sprintf("$3 AND coalesce((SELECT s.docs FROM evidence_stats s WHERE s.tenant_id = $1 AND s.user_id = $2), 0) >= greatest(%d, (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'evidence'::regclass) / %d)", manyTurnsMin, manyTurnsShare)
+
+// postingsPerTerm is how many turns each query word brings from evidence_postings
+// for a user with many turns: the candidates BM25 scores (each one a row read).
+func postingsPerTerm(n int) int { return n }
+
 // structuredPriSQL is how well a fact matches the question's structure: 4 for
 // a predicate it names, 4 for an entity, 2 for the task, 1 for a memory type.
 const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int"
@@ -225,26 +241,52 @@ func buildSQL(current bool, tf string, n int, part int) string {
 		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.ctid AS tid, f.valid_from AS vf FROM facts f "+
 		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
 		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, fn)
+	// Evidence: a user with few turns (or whose turns are a small share of all
+	// evidence, where a filtered HNSW walk would pass over many others' turns before
+	// it filled its limit) is compared exactly; a user with many, from indexes (see
+	// manyTurnsSQL). The choice is made once per statement from the kept statistics
+	// (an InitPlan the two branches' one-time filters read), so one generic plan
+	// serves both ends.
+	fmt.Fprintf(&b, "hv AS (SELECT %s AS many), ", manyTurnsSQL)
 	// ev: the principal's visible turns, read once for both evidence retrievers
 	// (each turn's distance, and its lexemes when it matches the query).
 	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
 	esExpr := "CASE WHEN " + lexGate + "$23 AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
-	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
-	fmt.Fprintf(&b, "esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) x), ", n)
-	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics over the
-	// principal's visible turns as the corpus: N and the document frequencies are
-	// counted over them at query time (no statistics to keep in step), a turn's own
-	// words count in full and the words of the turn before it (weight C, see
-	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes.
+	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND NOT (SELECT many FROM hv) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
+	// Meaning, many turns: a walk of evidence_embedding_hnsw with the tenant, user
+	// and time filtered above it (OFFSET 0 keeps them out of the scan, as in
+	// tenantSemCurrent; the iterative scan walks on until the limit is filled or
+	// hnsw.max_scan_tuples is reached). Many turns means the USER scope is visible,
+	// so tenant, user and time are the whole visibility.
+	fmt.Fprintf(&b, "esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ("+
+		"(SELECT id, tid, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) UNION ALL "+
+		"(SELECT id, tid, d FROM (SELECT e.id, e.ctid AS tid, e.tenant_id AS t, e.user_id AS u, e.occurred_at AS o, e.embedding <=> $10::vector AS d FROM evidence e "+
+		"WHERE e.embedding IS NOT NULL ORDER BY e.embedding <=> $10::vector OFFSET 0) x WHERE "+semGate+"$22 AND (SELECT many FROM hv) AND t = $1 AND u = $2 AND o <= $9 LIMIT %d)"+
+		") y ORDER BY d LIMIT %d) x), ", n, n, n)
+	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics. The
+	// corpus statistics are the user's turns, kept at commit time (evidence_stats,
+	// evidence_terms: see the migration evidence_index); a turn's own words count in
+	// full and the words of the turn before it (weight C, see
+	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes. The
+	// turns scored are every visible turn that matches (few turns), or the best
+	// postingsPerTerm of each query word by the postings' cheap score (many turns),
+	// each looked up by its id (OFFSET 0: a generic plan would otherwise read every
+	// turn of the user's that matches through the GIN index and join them).
 	fmt.Fprintf(&b, "eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
-		"em AS MATERIALIZED (SELECT id, tid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ev WHERE search IS NOT NULL), "+
+		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
+		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
+		"WHERE "+lexGate+"$23 AND (SELECT many FROM hv)), "+
+		"em AS MATERIALIZED (SELECT id, tid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
+		"SELECT id, tid, search FROM ev WHERE search IS NOT NULL UNION ALL "+
+		"SELECT e.id, e.tid, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
 		"etf AS (SELECT m.id, m.tid, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
 		"FROM em m CROSS JOIN LATERAL unnest(m.search) u WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
-		"edf AS (SELECT lexeme, count(*)::float8 AS df FROM etf GROUP BY lexeme), "+
-		"en AS (SELECT greatest((SELECT count(*) FROM ev), 1)::float8 AS n, coalesce((SELECT avg(dl) FROM em), 1)::float8 AS avgdl), "+
+		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
+		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
+		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
 		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, t.tid, "+
 		"sum(ln(1 + (en.n - edf.df + 0.5) / (edf.df + 0.5)) * t.tf * 2.2 / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / en.avgdl))) AS r "+
-		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", n)
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", postingsPerTerm(n), n)
 	var fc, ec []string
 	if part != partLexical {
 		fc = append(fc, "SELECT id, tid, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")

@@ -41,6 +41,8 @@ func benchRecallCmd() *cobra.Command {
 		oneStatement                              bool
 		maxStatements                             int
 		explain                                   int
+		history                                   string
+		lightTurns, batchSize, ingestCallers      int
 	)
 	cmd := &cobra.Command{
 		Use:   "recall",
@@ -61,7 +63,17 @@ ANALYZE of each query (see recall.Engine.RetrieverTimings).
 The database is ENGRAM_BENCH_DATABASE_URL, or --database-url, or the database
 "engram_bench" on the server of ENGRAM_DATABASE_URL (created and migrated if missing).
 A loaded data set is kept and reused by later runs with the same sizes (--reload to
-load again).`,
+load again).
+
+--history 1000,10000,100000 measures instead how recall's cost grows with one
+user's history: it grows the user "heavy" through the write path (batch Ingest of
+--batch-size turns into an in-process API server and worker, the configured
+extractor and embedder: see engram bench write) to each size in turn, a light user
+of --light-turns turns beside it in the same tenant, and measures --queries recalls
+at each --concurrency for both (composite embedder, the query's embedding included),
+with the ingest rate of each growth. Its database is "engram_bench_history" next to
+ENGRAM_DATABASE_URL's (or --database-url); the history is kept, and a later run grows
+it from where it stands (--reload: from nothing).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -69,6 +81,9 @@ load again).`,
 			concs, err := parseConcurrency(concurrency)
 			if err != nil {
 				return err
+			}
+			if history != "" {
+				return benchHistory(cmd, history, concs, queries, lightTurns, batchSize, ingestCallers, dbURL, reload, asJSON)
 			}
 			if tenants <= 0 || facts <= 0 || evidence <= 0 || queries <= 0 {
 				return fmt.Errorf("--tenants, --facts, --evidence and --queries must be positive")
@@ -249,6 +264,10 @@ load again).`,
 	f.BoolVar(&noComposite, "no-composite", false, "measure recall with the n-gram embedder only (no USE-lite model needed)")
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
 	f.BoolVar(&reload, "reload", false, "load the data set again even if the database holds it")
+	f.StringVar(&history, "history", "", "instead, grow one user's history to these sizes (turns, comma separated, ascending) and measure recall at each")
+	f.IntVar(&lightTurns, "light-turns", 200, "with --history: the light user's turns")
+	f.IntVar(&batchSize, "batch-size", 500, "with --history: events per batch Ingest call (1 to 500)")
+	f.IntVar(&ingestCallers, "ingest-callers", 1, "with --history: batch Ingest calls at once while growing the heavy user")
 	return cmd
 }
 
@@ -311,4 +330,33 @@ func benchDatabase(ctx context.Context, flag string) (string, error) {
 		return "", err
 	}
 	return u, nil
+}
+
+// benchHistory is engram bench recall --history (recallbench.RunHistory).
+func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers int, dbURL string, reload, asJSON bool) error {
+	var sizes []int
+	for _, f := range strings.Split(history, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--history: %q is not a positive number of turns", f)
+		}
+		sizes = append(sizes, n)
+	}
+	if queries <= 0 || lightTurns < 0 || batchSize < 1 || batchSize > 500 || ingestCallers < 1 {
+		return fmt.Errorf("--queries and --ingest-callers must be positive, --light-turns not negative, --batch-size 1 to 500")
+	}
+	msgs := cmd.OutOrStdout()
+	if asJSON {
+		msgs = cmd.ErrOrStderr()
+	}
+	rep, err := recallbench.RunHistory(cmd.Context(), recallbench.HistoryConfig{Sizes: sizes, Concurrency: concs, Queries: queries,
+		LightTurns: lightTurns, BatchSize: batchSize, IngestCallers: ingestCallers, DatabaseURL: dbURL, Reload: reload}, msgs)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), rep)
+	}
+	recallbench.PrintHistory(cmd.OutOrStdout(), rep)
+	return nil
 }

@@ -37,7 +37,8 @@ type evTruth struct {
 var vocab = []string{"budget", "direct flights", "hotel with pool", "order 5001 never arrived", "order 5002", "ticket", "Kafka 3.6 in production",
 	"预算不超过8000元", "以后尽量都坐直飞", "订单5001没收到", "酒店要带泳池", "工单", "靠窗的座位", "我的猫叫团子", "expense rules", "window seat"}
 
-// Many users, departments, agents, tasks and sessions in two tenants, rows
+// Many users, departments, agents, tasks and sessions in two tenants (one user
+// with many turns, see below), rows
 // written straight through storage; thousands of random recalls, each checked
 // candidate by candidate (every retriever's hits, not only the top k) against the
 // visibility rule.
@@ -112,8 +113,18 @@ func TestIsolationRandomized(t *testing.T) {
 			}
 			facts[wf.ID] = tr
 		}
-		for i := 0; i < 300; i++ {
+		// In t1, u0 is a heavy user (1,200 more turns, most of the tenant's): its
+		// recalls read evidence from the indexes (HNSW, keyword postings), everyone
+		// else's exactly; both must keep to the visibility rule.
+		turns := 300
+		if tn == "t1" {
+			turns += 1200
+		}
+		for i := 0; i < turns; i++ {
 			u := pick(users)
+			if i >= 300 {
+				u = "u0"
+			}
 			text := pick(vocab) + " " + pick(vocab)
 			at := start.Add(time.Duration(r.Int64N(int64(59 * 24 * time.Hour))))
 			sess, task := pick(sessions(u)), ""
@@ -210,6 +221,13 @@ func TestIsolationRandomized(t *testing.T) {
 			}
 		}
 	}
+	// The heavy user's recalls did take the path of many turns: the keyword
+	// postings, not the exact read of the user's turns (the vectors' walk is the
+	// HNSW index once the table is large enough for the planner to prefer it).
+	plan, err := eng.Explain(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", UserID: "u0"}, Query: "what is my budget", K: 10})
+	require.NoError(t, err)
+	require.Regexp(t, `Index Only Scan Backward using evidence_postings_pkey on evidence_postings \S+ +\(cost=[^)]*\) \(actual`, plan, "u0 in t1 is read from the postings")
+	require.Regexp(t, `Index Scan using evidence_tenant_user_time on evidence \S+ +\(cost=[^)]*\) \(never executed`, plan, "u0 in t1 is not read exactly")
 	t.Logf("%d queries, %d items checked; hits per retriever: %v", n, checked, seen)
 	for _, rt := range []string{recall.RetrieverSemantic, recall.RetrieverKeyword, recall.RetrieverGraph, recall.RetrieverStructured, recall.RetrieverRecent, "keyword-index"} {
 		assert.Greater(t, seen[rt], 50, "retriever %s was exercised", rt)

@@ -1,0 +1,163 @@
+package recall_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgvector/pgvector-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
+)
+
+var historyWords = strings.Fields(`hiking lisbon priya pottery concert kayak bread garden chess camera tent yoga museum berlin coffee train
+	marcus elena sourdough tahoe seattle climbing dinner birthday guitar swimming painting wine cycling library dentist beach
+	interview volunteer photography market bakery cinema napa portland kyoto laptop jacket helmet cookbook headphones plant`)
+
+// addTurns stores n turns of user in tenant with one statement per table (a test
+// of recall's plans needs thousands; the write path is tested elsewhere), each a
+// few words of historyWords and a word of its own, with its n-gram vector (200
+// a statement: each pays an HNSW insert per row). The
+// evidence triggers keep the keyword statistics as for any insert.
+func addTurns(t *testing.T, st *storage.Store, emb *embedding.NGramEmbedder, tenant, user string, n int, seed uint64) {
+	t.Helper()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(seed, 5))
+	keys, texts, vecs := make([]string, n), make([]string, n), make([]string, n)
+	ats := make([]time.Time, n)
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		var w []string
+		for range 3 + r.IntN(5) {
+			w = append(w, historyWords[r.IntN(len(historyWords))])
+		}
+		w = append(w, fmt.Sprintf("note%s%d", user, i))
+		texts[i] = strings.Join(w, " ")
+		keys[i] = fmt.Sprintf("%s-%d", user, i)
+		vecs[i] = pgvector.NewVector(emb.Vector(texts[i])).String()
+		ats[i] = base.Add(time.Duration(i) * time.Minute)
+	}
+	for i := 0; i < n; i += 200 {
+		j := min(i+200, n)
+		_, err := st.DB().ExecContext(ctx, `WITH x AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[]) x(k, c, v, at)),
+		ev AS (INSERT INTO events (tenant_id, idempotency_key, content_hash, actor_type, actor_id, user_id, event_type, content, occurred_at)
+			SELECT ?, k, md5(c), 'USER', ?, ?, 'MESSAGE', c, at FROM x RETURNING id, idempotency_key)
+		INSERT INTO evidence (tenant_id, event_id, kind, content, locator, user_id, occurred_at, embedding, search)
+		SELECT ?, ev.id, 'TURN', x.c, 'turn', ?, x.at, x.v::vector, to_tsvector('english', x.c) FROM x JOIN ev ON ev.idempotency_key = x.k`,
+			storage.TextArray(keys[i:j]), storage.TextArray(texts[i:j]), storage.TextArray(vecs[i:j]), pgTimes(ats[i:j]), tenant, user, user, tenant, user)
+		require.NoError(t, err)
+	}
+}
+
+func pgTimes(ts []time.Time) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = `"` + t.Format(time.RFC3339) + `"`
+	}
+	return "{" + strings.Join(s, ",") + "}"
+}
+
+// A heavy user (6,000 turns) and a light one (200) in the same tenant. The one
+// generic plan of the recall statement reads the light user's turns exactly
+// (evidence_tenant_user_time; the HNSW walk and the postings never run) and the
+// heavy user's from the indexes (evidence_embedding_hnsw and evidence_postings;
+// the exact read never runs), as EXPLAIN ANALYZE of each shows. The light user's
+// semantic evidence hits are the exact nearest turns (cosine distance over all of
+// the user's vectors, computed here), and every turn of the light user's that
+// matches a rare query word is a keyword hit.
+func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	addTurns(t, st, emb, "t1", "heavy", 6000, 1)
+	addTurns(t, st, emb, "t1", "light", 200, 2)
+	_, err := st.DB().ExecContext(ctx, "ANALYZE")
+	require.NoError(t, err)
+	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
+	defer eng.Close()
+	req := func(user, q string) recall.Request {
+		return recall.Request{Principal: recall.Principal{TenantID: "t1", ID: "test", UserID: user}, Query: q, K: 10, Explain: true}
+	}
+	// executed reports whether the plan has a node on index that ran.
+	executed := func(plan, index string) bool {
+		for _, l := range strings.Split(plan, "\n") {
+			if strings.Contains(l, "using "+index+" on ") && !strings.Contains(l, "(never executed)") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		user         string
+		exact, byIdx bool
+	}{
+		{"light", true, false},
+		{"heavy", false, true},
+	} {
+		plan, err := eng.Explain(ctx, req(c.user, "hiking in lisbon with priya"))
+		require.NoError(t, err)
+		require.Equal(t, c.exact, executed(plan, "evidence_tenant_user_time"), "%s: exact read of the turns\n%s", c.user, plan)
+		require.Equal(t, c.byIdx, executed(plan, "evidence_embedding_hnsw"), "%s: HNSW walk\n%s", c.user, plan)
+		require.Equal(t, c.byIdx, executed(plan, "evidence_postings_pkey"), "%s: keyword postings\n%s", c.user, plan)
+	}
+
+	// The light user's answers are the exact scan's.
+	var rows []struct {
+		ID        string `bun:"id"`
+		Content   string `bun:"content"`
+		Embedding pgvector.Vector
+	}
+	require.NoError(t, st.DB().NewRaw("SELECT id::text, content, embedding FROM evidence WHERE tenant_id = 't1' AND user_id = 'light'").Scan(ctx, &rows))
+	require.Len(t, rows, 200)
+	for _, q := range []string{"hiking in lisbon with priya", "sourdough bread at the bakery", "a new camera for photography", "note" + "light17"} {
+		qv := emb.Vector(q)
+		type scored struct {
+			id string
+			d  float64
+		}
+		var all []scored
+		for _, r := range rows {
+			all = append(all, scored{r.ID, 1 - embedding.Cosine(qv, r.Embedding.Slice())})
+		}
+		slices.SortFunc(all, func(a, b scored) int {
+			switch {
+			case a.d < b.d:
+				return -1
+			case a.d > b.d:
+				return 1
+			}
+			return 0
+		})
+		resp, err := eng.Recall(ctx, req("light", q))
+		require.NoError(t, err)
+		var sem, kw []string
+		for _, it := range resp.Candidates {
+			if it.Kind != recall.KindEvidence {
+				continue
+			}
+			if slices.Contains(it.Retrievers, recall.RetrieverSemantic) {
+				sem = append(sem, it.ID)
+			}
+			if slices.Contains(it.Retrievers, recall.RetrieverKeyword) {
+				kw = append(kw, it.ID)
+			}
+		}
+		want := make([]string, 0, len(sem))
+		for _, s := range all[:len(sem)] {
+			want = append(want, s.id)
+		}
+		require.NotEmpty(t, sem, "%q: no semantic evidence hit", q)
+		require.ElementsMatch(t, want, sem, "%q: the light user's semantic hits are not the exact nearest turns", q)
+		if strings.HasPrefix(q, "note") {
+			require.Len(t, kw, 1, "%q: the one turn with the word", q)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package recallbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/engramhq/engram/client"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/internal/cpustat"
+	"github.com/engramhq/engram/internal/loadgen"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write/writebench"
+)
+
+// The history bench: one user's history grown through the real write path (batch
+// Ingest into an in-process server and worker, write/writebench), recall measured
+// at each size for that user and for a light user beside it in the same tenant.
+// The database (HistoryDatabase) keeps what was loaded: a later run grows the
+// history from where the last one stopped, and the events' idempotency keys are
+// their place in the history, so a run cut short is resumed without writing twice.
+
+// HistoryDatabase is the history bench's own database, next to ENGRAM_DATABASE_URL's.
+const HistoryDatabase = "engram_bench_history"
+
+const (
+	historyTenant = "bench-history"
+	heavyUser     = "heavy"
+	lightUser     = "light"
+)
+
+// HistoryConfig is what the history bench measures.
+type HistoryConfig struct {
+	Sizes       []int // the heavy user's turns at each measurement, ascending
+	Concurrency []int // callers of recall at each size
+	Queries     int   // recalls per measurement
+	LightTurns  int   // the light user's turns
+	BatchSize   int   // events per batch Ingest call
+	// IngestCallers send the heavy user's batches at once (default 1).
+	IngestCallers int
+	DatabaseURL   string
+	Reload        bool // drop the loaded history first
+}
+
+// HistoryPoint is one size's figures (--json).
+type HistoryPoint struct {
+	History     int     `json:"history"`
+	Concurrency int     `json:"concurrency"`
+	RecallP50   float64 `json:"recall_p50_ms"`
+	RecallP95   float64 `json:"recall_p95_ms"`
+	RecallP99   float64 `json:"recall_p99_ms"`
+	RecallQPS   float64 `json:"recall_qps"`
+	LightP50    float64 `json:"light_p50_ms"`
+	LightP95    float64 `json:"light_p95_ms"`
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+// HistoryIngest is the growth to one size: turns written and their rate.
+type HistoryIngest struct {
+	History      int     `json:"history"`
+	Turns        int     `json:"turns"`
+	Seconds      float64 `json:"seconds"`
+	TurnsPerS    float64 `json:"ingest_turns_per_s"`
+	BatchP95Secs float64 `json:"batch_p95_s"`
+}
+
+// HistoryReport is the history bench's result.
+type HistoryReport struct {
+	Points     []HistoryPoint  `json:"points"`
+	Ingest     []HistoryIngest `json:"ingest"`
+	LightTurns int             `json:"light_turns"`
+	Embedder   string          `json:"embedder"`
+	LoadBefore string          `json:"load_before"`
+	LoadAfter  string          `json:"load_after"`
+}
+
+// RunHistory grows the heavy user to each size and measures recall there.
+func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*HistoryReport, error) {
+	for i, s := range cfg.Sizes {
+		if s <= 0 || (i > 0 && s <= cfg.Sizes[i-1]) {
+			return nil, fmt.Errorf("--history: sizes must be positive and ascending, got %v", cfg.Sizes)
+		}
+	}
+	b, stop, err := writebench.Start(ctx, writebench.Options{Users: 1, Rounds: 1, Tenant: historyTenant,
+		DatabaseURL: cfg.DatabaseURL, DatabaseName: HistoryDatabase, Keep: !cfg.Reload}, msgs)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	a := b.App()
+	rep := &HistoryReport{LightTurns: cfg.LightTurns, Embedder: a.Embedder.Name(), LoadBefore: cpustat.LoadAvg()}
+	if _, err := grow(ctx, b.API(), a.Store, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
+		return nil, err
+	}
+	run := &Runner{Store: a.Store, Composite: a.Recall}
+	for _, size := range cfg.Sizes {
+		ing, err := grow(ctx, b.API(), a.Store, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
+		if err != nil {
+			return nil, err
+		}
+		if ing.Turns > 0 {
+			rep.Ingest = append(rep.Ingest, ing)
+			// Statistics of the grown tables, as autovacuum would have them.
+			if err := a.Store.Analyze(ctx); err != nil {
+				return nil, err
+			}
+		}
+		heavyQ := historyQueries(heavyUser, cfg.Queries, uint64(size))
+		lightQ := historyQueries(lightUser, cfg.Queries, uint64(size)+1)
+		run.Measure(ctx, KindRecallComposite, heavyQ[:min(20, len(heavyQ))], 1) // warm-up
+		run.Measure(ctx, KindRecallComposite, lightQ[:min(20, len(lightQ))], 1)
+		for _, c := range cfg.Concurrency {
+			fmt.Fprintf(msgs, "history %d: recall at %d caller(s) …\n", size, c)
+			h := run.Measure(ctx, KindRecallComposite, heavyQ, c)
+			l := run.Measure(ctx, KindRecallComposite, lightQ, c)
+			p := HistoryPoint{History: size, Concurrency: c, RecallP50: msf(h.P50), RecallP95: msf(h.P95), RecallP99: msf(h.P99),
+				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95), Errors: h.Errors + l.Errors}
+			if e := firstErr(h.FirstErr, l.FirstErr); e != nil {
+				p.FirstError = e.Error()
+			}
+			rep.Points = append(rep.Points, p)
+		}
+	}
+	rep.LoadAfter = cpustat.LoadAvg()
+	return rep, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// PrintHistory writes the history bench's figures as tables.
+func PrintHistory(out io.Writer, rep *HistoryReport) {
+	fmt.Fprintf(out, "\nembedder %s; light user %d turns; load average %s → %s\n\n", rep.Embedder, rep.LightTurns, rep.LoadBefore, rep.LoadAfter)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\terrors\t")
+	for _, p := range rep.Points {
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%d\t\n", p.History, p.Concurrency, p.RecallP50, p.RecallP95, p.RecallP99, p.RecallQPS, p.LightP50, p.LightP95, p.Errors)
+	}
+	_ = tw.Flush()
+	if len(rep.Ingest) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "grown to (turns)\tturns written\tseconds\tturns/s\tbatch p95 s\t")
+		for _, g := range rep.Ingest {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.1f\t\n", g.History, g.Turns, g.Seconds, g.TurnsPerS, g.BatchP95Secs)
+		}
+		_ = tw.Flush()
+	}
+	for _, p := range rep.Points {
+		if p.FirstError != "" {
+			fmt.Fprintf(out, "first error at %d turns, %d callers: %s\n", p.History, p.Concurrency, p.FirstError)
+		}
+	}
+}
+
+// grow writes user's turns until the user has size of them (turn i is always the
+// same event, keyed by its place), batchSize a call, and measures the rate.
+func grow(ctx context.Context, api *client.Client, st *storage.Store, user string, size, batchSize, callers int, msgs io.Writer) (HistoryIngest, error) {
+	have, err := storedTurns(ctx, st, user)
+	if err != nil {
+		return HistoryIngest{}, err
+	}
+	ing := HistoryIngest{History: size}
+	if have >= size {
+		return ing, nil
+	}
+	// At most the last batch of each caller of a run cut short is partly stored:
+	// those are sent again (their stored turns are retries).
+	from := max(0, have-have%batchSize-(callers-1)*batchSize)
+	fmt.Fprintf(msgs, "growing %s from %d to %d turns, %d caller(s) …\n", user, have, size, callers)
+	n := (size - from + batchSize - 1) / batchSize
+	var done atomic.Int64
+	r := loadgen.Run(ctx, callers, n, func(ctx context.Context, b int) error {
+		i := from + b*batchSize
+		evs := make([]*engramv1.Event, 0, batchSize)
+		for j := i; j < min(i+batchSize, size); j++ {
+			evs = append(evs, historyTurn(user, j))
+		}
+		res, err := api.IngestBatch(ctx, evs, client.WaitFor(5*time.Minute))
+		if err != nil {
+			return fmt.Errorf("ingest %s's turns %d-%d: %w", user, i, i+len(evs)-1, err)
+		}
+		for _, r := range res.Results {
+			if r.Status != engramv1.WriteStatus_WRITE_STATUS_COMMITTED && r.Status != engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY {
+				return fmt.Errorf("ingest %s's turn %s ended %s: %s", user, r.IdempotencyKey, r.Status, r.Reason)
+			}
+		}
+		if k := done.Add(int64(len(evs))); (k/int64(batchSize))%20 == 0 {
+			fmt.Fprintf(msgs, "  %s: %d turns written\n", user, from+int(k))
+		}
+		return nil
+	})
+	if err := r.FirstError(); err != nil {
+		return ing, err
+	}
+	ing.Turns = size - from
+	ing.Seconds = r.Wall.Seconds()
+	ing.TurnsPerS = round2(float64(ing.Turns) / ing.Seconds)
+	slices.Sort(r.Latency)
+	ing.BatchP95Secs = round2(pct(r.Latency, 95).Seconds())
+	return ing, nil
+}
+
+// storedTurns is how many of user's turns are stored.
+func storedTurns(ctx context.Context, st *storage.Store, user string) (int, error) {
+	n, err := st.DB().NewSelect().Table("events").Where("tenant_id = ? AND user_id = ?", historyTenant, user).Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count %s's turns: %w", user, err)
+	}
+	return int(n), nil
+}
+
+// What a long conversation with an assistant is about: the people, places and
+// things of a life, in a few hundred words, so that words are shared by many
+// turns (as in real history) and a question names a few of them.
+var (
+	histPeople     = []string{"Priya", "Marcus", "Elena", "Tom", "Aisha", "Kenji", "Sofia", "Daniel", "Mei", "Omar", "Hannah", "Lucas", "Grace", "Ravi", "Chloe", "Ivan", "Nora", "Felix", "Zara", "Leo"}
+	histPlaces     = []string{"Muir Woods", "the farmers market", "Lisbon", "the climbing gym", "Golden Gate Park", "Kyoto", "the library", "Ocean Beach", "the office", "Tahoe", "Seattle", "the bakery on 5th", "Yosemite", "the museum", "Berlin", "the dentist", "the pool", "Napa", "the cinema", "Portland"}
+	histActivities = []string{"hiking", "cooking dinner", "a pottery class", "running", "a board game night", "swimming", "a concert", "painting", "a wine tasting", "cycling", "yoga", "a book club", "camping", "a job interview", "kayaking", "baking bread", "a chess tournament", "gardening", "a photography walk", "volunteering"}
+	histThings     = []string{"a new laptop", "running shoes", "a sourdough starter", "concert tickets", "a camera lens", "a bike helmet", "a cookbook", "a tent", "noise-cancelling headphones", "a yoga mat", "a birthday gift", "plane tickets", "a houseplant", "a guitar", "a rain jacket"}
+	histFeelings   = []string{"great", "exhausting", "fun", "a bit stressful", "relaxing", "amazing", "disappointing", "wonderful", "tiring but worth it", "surprisingly good"}
+	histWhen       = []string{"this morning", "yesterday", "last weekend", "on Saturday", "last night", "on Friday evening", "earlier today", "on Sunday afternoon"}
+)
+
+// historyTurn is turn i of user's history: sessions of twenty turns a day apart,
+// the user and the assistant taking turns, each user turn about people, places,
+// activities and things, each reply asking after what was said.
+func historyTurn(user string, i int) *engramv1.Event {
+	seed := uint64(i)
+	if user != heavyUser {
+		seed += 1 << 40
+	}
+	r := rand.New(rand.NewPCG(seed, 29))
+	session := i / 20
+	at := time.Date(2015, 1, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(session)*24*time.Hour + time.Duration(i%20)*90*time.Second)
+	ev := &engramv1.Event{
+		IdempotencyKey: fmt.Sprintf("hist-%s-%d", user, i), UserId: user, SessionId: fmt.Sprintf("%s-s%d", user, session),
+		EventType: engramv1.EventType_EVENT_TYPE_MESSAGE, OccurredAt: timestamppb.New(at), Schema: "general",
+	}
+	if i%2 == 1 {
+		// The reply asks after the user's turn before it (drawn from its seed).
+		pr := rand.New(rand.NewPCG(seed-1, 29))
+		act, place := pick(pr, histActivities), pick(pr, histPlaces)
+		ev.ActorType, ev.ActorId = engramv1.ActorType_ACTOR_TYPE_AGENT, "assistant"
+		ev.Content = pick(r, []string{
+			fmt.Sprintf("That sounds %s! How did %s at %s go?", pick(r, histFeelings), act, place),
+			fmt.Sprintf("I'll remember that you enjoy %s. Would you like me to find more things to do near %s?", act, place),
+			fmt.Sprintf("Noted. Do you want a reminder before your next trip to %s?", place),
+			fmt.Sprintf("Got it. Should I add %s with %s to your calendar?", act, pick(r, histPeople)),
+		})
+		return ev
+	}
+	ev.ActorType, ev.ActorId = engramv1.ActorType_ACTOR_TYPE_USER, user
+	act, place := pick(r, histActivities), pick(r, histPlaces) // the reply's subject: drawn first
+	p1, p2 := pick(r, histPeople), pick(r, histPeople)
+	ev.Content = pick(r, []string{
+		fmt.Sprintf("I went %s at %s with %s %s, it was %s.", act, place, p1, pick(r, histWhen), pick(r, histFeelings)),
+		fmt.Sprintf("%s and I are planning %s at %s next month.", p1, act, place),
+		fmt.Sprintf("I bought %s for %s because %s wants to try it too.", pick(r, histThings), act, p2),
+		fmt.Sprintf("%s told me about a place near %s that is good for %s.", p1, place, act),
+		fmt.Sprintf("Remind me that %s's birthday is coming up, maybe %s at %s?", p1, act, place),
+		fmt.Sprintf("I skipped %s %s because I was tired; %s went to %s instead.", act, pick(r, histWhen), p2, place),
+	})
+	return ev
+}
+
+// historyQueries are n questions of user about its history.
+func historyQueries(user string, n int, seed uint64) []recall.Request {
+	r := rand.New(rand.NewPCG(seed, 31))
+	out := make([]recall.Request, 0, n)
+	for range n {
+		act, place, p := pick(r, histActivities), pick(r, histPlaces), pick(r, histPeople)
+		q := pick(r, []string{
+			fmt.Sprintf("When did I go %s at %s?", act, place),
+			fmt.Sprintf("What did %s tell me about %s?", p, place),
+			fmt.Sprintf("What am I planning with %s?", p),
+			fmt.Sprintf("What did I buy for %s?", act),
+			fmt.Sprintf("How was %s with %s?", act, p),
+			fmt.Sprintf("Where did I go %s?", pick(r, histWhen)),
+		})
+		out = append(out, recall.Request{
+			Principal: recall.Principal{TenantID: historyTenant, ID: "bench", UserID: user},
+			Query:     q, K: 10, Purpose: "bench",
+		})
+	}
+	return out
+}
