@@ -1,6 +1,7 @@
 package write
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -21,7 +22,31 @@ type MemoryWriteBatchInput struct {
 	Parallelism     int                  `json:"parallelism,omitempty"` // users processed at once (default 16)
 	ExtractAttempts int                  `json:"extract_attempts,omitempty"`
 	ReviewTimeout   int64                `json:"review_timeout_seconds,omitempty"`
+	// SliceEvents is how many events one workflow task writes at most (default
+	// DefaultBatchSlice; see batchSlicesChange).
+	SliceEvents int `json:"slice_events,omitempty"`
 }
+
+// batchSlicesChange (workflow.GetVersion): a batch writes its events in slices of
+// at most SliceEvents and sliceTime, each slice's local activities in a workflow task of its
+// own (a 1 ms timer ends it), and embeds each slice in regular activities while
+// the next slice is written. A workflow task stays open until its local
+// activities finish: the whole batch's writes and embeddings were one task (500
+// events: over 5 s, TMPRL1104), which the worker must heartbeat past 8 s and
+// the server times out at 10 s on a busy machine, writing it all again.
+const (
+	batchSlicesChange  = "batch-slices"
+	batchSlicesVersion = 1
+)
+
+// A workflow task of a batch writes at most DefaultBatchSlice events, and begins
+// none after sliceTime: with the events in flight then, a task runs about 0.5 to
+// 0.8 s however busy the machine (on two shared cores one event took 10 to 90 ms).
+const (
+	DefaultBatchSlice = 256
+	sliceTime         = 500 * time.Millisecond
+	sliceClockEvery   = 4 // events between looks at the clock (each is a marker in the history)
+)
 
 // MemoryWriteBatchResult has one result per event, in input order, and counts.
 type MemoryWriteBatchResult struct {
@@ -44,6 +69,10 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	if st.fast && len(in.Events) > 0 {
 		// The batch's turns and facts are embedded together, in chunks.
 		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
+	}
+	slice := 0 // events per workflow task; 0: all (a batch started before batch-slices)
+	if st.fast && workflow.GetVersion(ctx, batchSlicesChange, workflow.DefaultVersion, batchSlicesVersion) >= batchSlicesVersion {
+		slice, st.regularIndex = cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice), true
 	}
 	if len(in.Events) == 0 {
 		return out, temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
@@ -102,6 +131,15 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	var firstErr error
 	next := 0
 	running := 0
+	// A slice is full after slice events, or once it has run sliceTime (looked at
+	// every sliceClockEvery events, the clock recorded in the history as a side
+	// effect, so a replay decides the same); an event past it waits for the next.
+	// started and writing count the slice's events begun and still being written.
+	started, writing, full := 0, 0, false
+	var sliceStart time.Time
+	if slice > 0 {
+		sliceStart = wallClock(ctx)
+	}
 	for w := 0; w < par && w < len(users); w++ {
 		running++
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -110,7 +148,16 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 				u := users[next]
 				next++
 				for _, i := range groups[u] {
+					if slice > 0 {
+						if workflow.Await(ctx, func() bool { return !full }) != nil || firstErr != nil {
+							return
+						}
+						started++
+						full = started >= slice || started%sliceClockEvery == 0 && wallClock(ctx).Sub(sliceStart) >= sliceTime
+					}
+					writing++
 					wr, err := writeEvent(ctx, st, opts, in.Events[i], rv)
+					writing--
 					ws[i] = wr
 					if err != nil {
 						firstErr = fmt.Errorf("events[%d]: %w", i, err)
@@ -120,11 +167,24 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 			}
 		})
 	}
-	if err := workflow.Await(ctx, func() bool { return running == 0 }); err != nil {
-		return out, err
+	var indexing []workflow.Future
+	for {
+		if err := workflow.Await(ctx, func() bool { return running == 0 || (full && writing == 0) }); err != nil {
+			return out, err
+		}
+		if running == 0 {
+			break
+		}
+		// The slice is written: embed it beside the next, and end this workflow task.
+		earlier := indexing
+		indexing = append(indexing, st.startIndex(ctx)...)
+		if err := nextTask(ctx, earlier); err != nil {
+			return out, err
+		}
+		started, full, sliceStart = 0, false, wallClock(ctx)
 	}
 	// What was committed is searchable by meaning before reviews are awaited.
-	st.flushIndex(ctx)
+	awaitIndex(ctx, append(indexing, st.startIndex(ctx)...))
 	if firstErr != nil {
 		return out, firstErr
 	}
@@ -155,6 +215,33 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		}
 	}
 	return out, nil
+}
+
+// wallClock is the time now, recorded in the history (a side effect), so a replay
+// sees the time the run saw.
+func wallClock(ctx workflow.Context) time.Time {
+	var t time.Time
+	_ = workflow.SideEffect(ctx, func(workflow.Context) any { return time.Now() }).Get(&t)
+	return t
+}
+
+// nextTask ends the workflow task; the next starts with the first of a 1 ms
+// timer and the end of an embedding started before. An embedding that ended while
+// this task ran starts the next at once (the server answers this task's
+// completion with it), where a timer waits for the server's timer queue (1.1-1.3 s
+// on a busy dev server, engram ingest --file's batch histories).
+func nextTask(ctx workflow.Context, indexing []workflow.Future) error {
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, time.Millisecond), func(workflow.Future) {})
+	for _, f := range indexing {
+		if !f.IsReady() {
+			sel.AddFuture(f, func(workflow.Future) {})
+		}
+	}
+	sel.Select(ctx)
+	return ctx.Err()
 }
 
 func secondsToDuration(s int64) time.Duration { return time.Duration(s) * time.Second }

@@ -81,6 +81,9 @@ type steps struct {
 	// batched, in a batch on the fast path, gathers what to embed so it is embedded
 	// in batches (flushIndex) rather than one Index per event.
 	batched *IndexInput
+	// regularIndex runs a batch's Index steps as regular activities (batch-slices),
+	// which hold no workflow task open while they embed.
+	regularIndex bool
 }
 
 // inline is whether Record and Commit do in-process what separate steps did before
@@ -107,23 +110,40 @@ const indexChunk = 64
 // flushIndex embeds what the batch gathered, indexChunk texts per Index, all at
 // once. A failed index leaves the commits intact (the vectors are an index).
 func (s steps) flushIndex(ctx workflow.Context) {
+	awaitIndex(ctx, s.startIndex(ctx))
+}
+
+// startIndex starts the Index steps of what the batch gathered and empties it;
+// awaitIndex waits for them.
+func (s steps) startIndex(ctx workflow.Context) []workflow.Future {
 	if s.batched == nil {
-		return
+		return nil
 	}
 	var a *MemoryActivities
 	var fs []workflow.Future
+	index := func(in IndexInput) {
+		if s.regularIndex {
+			fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, in))
+		} else {
+			fs = append(fs, s.db(ctx, a.Index, in))
+		}
+	}
 	for _, part := range chunks(s.batched.EvidenceIDs, indexChunk) {
-		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, EvidenceIDs: part}))
+		index(IndexInput{TenantID: s.batched.TenantID, EvidenceIDs: part})
 	}
 	for _, part := range chunks(s.batched.FactIDs, indexChunk) {
-		fs = append(fs, s.db(ctx, a.Index, IndexInput{TenantID: s.batched.TenantID, FactIDs: part}))
+		index(IndexInput{TenantID: s.batched.TenantID, FactIDs: part})
 	}
+	s.batched.EvidenceIDs, s.batched.FactIDs = nil, nil
+	return fs
+}
+
+func awaitIndex(ctx workflow.Context, fs []workflow.Future) {
 	for _, f := range fs {
 		if err := f.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("batched index failed; the commits stand without vectors", "error", err)
 		}
 	}
-	s.batched.EvidenceIDs, s.batched.FactIDs = nil, nil
 }
 
 func chunks[T any](xs []T, n int) [][]T {

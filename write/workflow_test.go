@@ -1000,6 +1000,64 @@ func TestMemoryWriteBatch(t *testing.T) {
 	assert.Equal(t, []string{ReviewNone, ReviewPending, ReviewDone}, h.review)
 }
 
+// A batch writes at most SliceEvents events per workflow task: each slice ends
+// the task (with a timer beside the embeddings), each user's events stay in time order across slices, and every turn is
+// embedded once (each slice's in Index steps of its own). With the default
+// slice a small batch is one slice.
+func TestMemoryWriteBatchSlices(t *testing.T) {
+	var evs []memory.IngestEvent
+	for i, u := range []string{"u1", "u2", "u1", "u3", "u2", "u1", "u3"} {
+		evs = append(evs, event(fmt.Sprintf("%s-%d", u, i), u, fmt.Sprintf("aisle seat %d", i), t0.Add(time.Duration(i)*time.Minute)))
+	}
+	for _, tc := range []struct {
+		slice, timers int
+	}{{2, 3}, {0, 0}} {
+		t.Run(fmt.Sprintf("slice %d", tc.slice), func(t *testing.T) {
+			h := batchHarness(t)
+			// Each slice ends with a timer (the next task starts with it, or with an
+			// earlier slice's embedding).
+			h.env.SetOnTimerScheduledListener(func(string, time.Duration) { h.note("slice") })
+			h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Parallelism: 3, SliceEvents: tc.slice})
+			require.True(t, h.env.IsWorkflowCompleted())
+			require.NoError(t, h.env.GetWorkflowError())
+			var res MemoryWriteBatchResult
+			require.NoError(t, h.env.GetWorkflowResult(&res))
+			assert.Equal(t, len(evs), res.Committed)
+
+			assert.Equal(t, tc.timers, h.called("slice"))
+			perSlice, most := 0, 0
+			for _, l := range h.log {
+				switch {
+				case l == "slice":
+					perSlice = 0
+				case strings.HasPrefix(l, "record:"):
+					perSlice++
+					most = max(most, perSlice)
+				}
+			}
+			if tc.slice > 0 {
+				assert.Equal(t, tc.slice, most, "events written in one workflow task")
+			}
+			perUser := map[string][]string{}
+			for _, r := range h.records {
+				perUser[r.Event.UserID] = append(perUser[r.Event.UserID], r.Event.IdempotencyKey)
+			}
+			assert.Equal(t, []string{"u1-0", "u1-2", "u1-5"}, perUser["u1"])
+			assert.Equal(t, []string{"u2-1", "u2-4"}, perUser["u2"])
+			assert.Equal(t, []string{"u3-3", "u3-6"}, perUser["u3"])
+			var indexed []string
+			for _, in := range h.indexes {
+				indexed = append(indexed, in.EvidenceIDs...)
+			}
+			var want []string
+			for _, e := range evs {
+				want = append(want, "evd-"+e.IdempotencyKey)
+			}
+			assert.ElementsMatch(t, want, indexed, "every turn embedded once")
+		})
+	}
+}
+
 // Batch review times out after ReviewTimeout seconds.
 func TestMemoryWriteBatchReviewTimeout(t *testing.T) {
 	h := batchHarness(t)

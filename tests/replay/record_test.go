@@ -47,7 +47,9 @@ func newRecorder(t *testing.T) *recorder {
 	srv, err := actionserver.Start()
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	r := &recorder{t: t, c: c, st: st, srv: srv, queue: testenv.TaskQueue(t), tenant: "replay"}
+	// A tenant of its own: the workflow ids derive from it, and the dev server keeps
+	// closed workflows, whose ids a start joins (it would save an old run).
+	r := &recorder{t: t, c: c, st: st, srv: srv, queue: testenv.TaskQueue(t), tenant: "replay-" + testenv.RandomID(6)}
 	w := tworker.New(c, r.queue, tworker.Options{})
 	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
@@ -131,7 +133,9 @@ func TestRecord(t *testing.T) {
 		{TenantID: r.tenant, IdempotencyKey: "k-b1", UserID: "u1", Schema: "travel", Content: "I prefer an aisle seat", OccurredAt: at.Add(2 * time.Minute), SessionID: "s1"},
 		{TenantID: r.tenant, IdempotencyKey: "k-b2", UserID: "u2", Schema: "customer_service", Content: "我的订单12345没收到", OccurredAt: at.Add(2 * time.Minute)},
 		{TenantID: r.tenant, IdempotencyKey: "k-b3", UserID: "u1", Schema: "general", Content: "thanks, that helps", OccurredAt: at.Add(3 * time.Minute), SessionID: "s1"},
-	}}
+		{TenantID: r.tenant, IdempotencyKey: "k-b4", UserID: "u2", Schema: "travel", Content: "I don't want layovers", OccurredAt: at.Add(3 * time.Minute)},
+		{TenantID: r.tenant, IdempotencyKey: "k-b5", UserID: "u1", Schema: "travel", Content: "预算不超过9000元", OccurredAt: at.Add(4 * time.Minute), SessionID: "s1"},
+	}, SliceEvents: 2} // three slices, each embedded by regular Index steps, each ending its workflow task
 	brun, err := write.StartBatch(context.Background(), r.c, r.queue, r.tenant, "replay-batch", bin)
 	require.NoError(t, err)
 	r.save("memorywritebatch_fast.json", brun)

@@ -35,7 +35,8 @@ var histories = []string{
 	"memorywrite_fast_rev1.json",
 	"memorywrite_review.json", // Revision 2: an in-process extraction's write is one local activity
 	"memorywrite_fast.json",
-	"memorywritebatch_fast.json",
+	"memorywritebatch_fast_unsliced.json", // before batch-slices: the whole batch in one workflow task
+	"memorywritebatch_fast.json",          // batch-slices: SliceEvents per workflow task, regular Index steps
 	"task_outcome_unknown.json",
 	"erase_subject.json",
 }
