@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"text/tabwriter"
 
@@ -25,6 +26,125 @@ type TuneRow struct {
 	RecallAt10   map[string]float64 `json:"recall_at_10"` // must_recall suites (seeds): must stay 1
 	Objective    float64            `json:"objective"`
 	Default      bool               `json:"default,omitempty"`
+	// Conversations: in suites of several conversations, evidence recall@1 and
+	// @10 per conversation ("suite/conversation").
+	Conversations map[string][]float64 `json:"conversations,omitempty"`
+	// probes are the setting's probe results per suite, for the folds.
+	probes map[string][]ProbeResult
+}
+
+// TuneFold is one fold of a tuning run over a suite of several conversations:
+// the setting best on one conversation (by (evidence recall@1 + @10) / 2 there),
+// and what it and the default reach on the other conversations.
+type TuneFold struct {
+	Suite   string        `json:"suite"`
+	TunedOn string        `json:"tuned_on"`
+	Best    recall.Fusion `json:"best"`
+	// Evidence recall@1 and @10 on the held-out conversations: the best setting's,
+	// the default's and the baseline's.
+	Held      []string  `json:"held_out"`
+	BestAt    []float64 `json:"best_at_1_10"`
+	DefaultAt []float64 `json:"default_at_1_10"`
+	BaseAt    []float64 `json:"baseline_at_1_10"`
+}
+
+// ContextGrid is the grid of the context and session weights (Fusion.Context,
+// Fusion.Session) around the defaults, with the keyword leader kept.
+func ContextGrid() []recall.Fusion {
+	d := recall.DefaultFusion()
+	var out []recall.Fusion
+	for _, lead := range []int{1} {
+		for _, c := range []float64{0, 0.25, 0.5} {
+			for _, ss := range []float64{0, 0.3, 0.6, 1} {
+				f := d
+				f.Context, f.Session, f.Lead = c, ss, lead
+				out = append(out, f)
+			}
+		}
+	}
+	if !slices.Contains(out, d) {
+		out = append([]recall.Fusion{d}, out...)
+	}
+	return out
+}
+
+// byConversation is evidence recall@1 and @10 per conversation of the suites of
+// several conversations.
+func byConversation(probes map[string][]ProbeResult) map[string][]float64 {
+	out := map[string][]float64{}
+	for suite, ps := range probes {
+		by := map[string][]ProbeResult{}
+		for _, p := range ps {
+			if p.Score.HasEvidence {
+				by[p.Scenario] = append(by[p.Scenario], p)
+			}
+		}
+		if len(by) < 2 {
+			continue
+		}
+		for c, ps := range by {
+			m := aggregate(ps, 10)
+			out[suite+"/"+c] = []float64{m.EvidenceAt["1"], m.EvidenceAt["10"]}
+		}
+	}
+	return out
+}
+
+// tuneFolds: per suite of several conversations and per conversation, the
+// setting best on it and how it, the default and the baseline do on the others.
+func tuneFolds(rows []TuneRow, base TuneRow) []TuneFold {
+	var out []TuneFold
+	if len(rows) == 0 {
+		return nil
+	}
+	for _, suite := range sortedKeys(rows[0].probes) {
+		var convs []string
+		for _, p := range rows[0].probes[suite] {
+			if !contains(convs, p.Scenario) {
+				convs = append(convs, p.Scenario)
+			}
+		}
+		if len(convs) < 2 {
+			continue
+		}
+		sort.Strings(convs)
+		at := func(ps []ProbeResult, keep func(string) bool) []float64 {
+			var sel []ProbeResult
+			for _, p := range ps {
+				if keep(p.Scenario) && p.Score.HasEvidence {
+					sel = append(sel, p)
+				}
+			}
+			m := aggregate(sel, 10)
+			return []float64{m.EvidenceAt["1"], m.EvidenceAt["10"]}
+		}
+		for _, x := range convs {
+			on := func(c string) bool { return c == x }
+			off := func(c string) bool { return c != x }
+			best, bestObj := -1, -1.0
+			def := -1
+			for i, r := range rows {
+				v := at(r.probes[suite], on)
+				if o := (v[0] + v[1]) / 2; o > bestObj+1e-12 {
+					best, bestObj = i, o
+				}
+				if r.Default {
+					def = i
+				}
+			}
+			f := TuneFold{Suite: suite, TunedOn: x, Best: rows[best].Fusion, BestAt: at(rows[best].probes[suite], off), BaseAt: at(base.probes[suite], off)}
+			for _, c := range convs {
+				if c != x {
+					f.Held = append(f.Held, c)
+				}
+			}
+			if def >= 0 {
+				f.DefaultAt = at(rows[def].probes[suite], off)
+			}
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // TuneGrid is the grid of fusion weights `engram eval --tune` measures around
@@ -81,6 +201,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if len(names) == 0 {
 		names = []string{OpenConversationSuite, "seed_en", "seed_zh"}
 	}
+	if slices.Contains(names, HeldOutConversationSuite) {
+		return nil, fmt.Errorf("eval: --tune on %s: it is the test split, never tuned on (tune on %s, report on both)", HeldOutConversationSuite, OpenConversationSuite)
+	}
 	suites, err := Select(all, names)
 	if err != nil {
 		return nil, err
@@ -97,9 +220,10 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		return nil, err
 	}
 	row := func(r *Report, f recall.Fusion) TuneRow {
-		tr := TuneRow{Fusion: f, EvidenceAt1: map[string]float64{}, EvidenceAt10: map[string]float64{}, RecallAt10: map[string]float64{}}
+		tr := TuneRow{Fusion: f, EvidenceAt1: map[string]float64{}, EvidenceAt10: map[string]float64{}, RecallAt10: map[string]float64{}, probes: map[string][]ProbeResult{}}
 		n := 0
 		for _, s := range r.Suites {
+			tr.probes[s.Suite] = s.Probes
 			if s.Overall.EvidenceProbes > 0 {
 				tr.EvidenceAt1[s.Suite], tr.EvidenceAt10[s.Suite] = s.Overall.EvidenceAt["1"], s.Overall.EvidenceAt["10"]
 				tr.Objective += (s.Overall.EvidenceAt["1"] + s.Overall.EvidenceAt["10"]) / 2
@@ -121,18 +245,23 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		r.Default = f == recall.DefaultFusion()
 		rows = append(rows, r)
 	}
+	folds := tuneFolds(rows, base)
+	for i := range rows {
+		rows[i].Conversations = byConversation(rows[i].probes)
+	}
+	base.Conversations = byConversation(base.probes)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Objective > rows[j].Objective })
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return rows, enc.Encode(map[string]any{"baseline": base, "settings": rows})
+		return rows, enc.Encode(map[string]any{"baseline": base, "settings": rows, "folds": folds})
 	}
 	var ss []string
 	for _, s := range reps[0].Suites {
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tobjective\t")
+	fmt.Fprint(tw, "keyword\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -140,9 +269,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -157,6 +286,20 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		line("", r)
 	}
 	tw.Flush()
+	if len(folds) > 0 {
+		fmt.Fprintln(out, "\nfolds: the setting best on one conversation, on the others (evidence recall @1 / @10)")
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "suite\ttuned on\tbest: semantic\texpand\tcontext\tsession\tlead\tbest @1\tbest @10\tdefault @1\tdefault @10\tbaseline @1\tbaseline @10\t\n")
+		for _, f := range folds {
+			d := f.DefaultAt
+			if d == nil {
+				d = []float64{0, 0}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", f.Suite, f.TunedOn, f.Best.Semantic, f.Best.Expand, f.Best.Context, f.Best.Session, f.Best.Lead,
+				f.BestAt[0], f.BestAt[1], d[0], d[1], f.BaseAt[0], f.BaseAt[1])
+		}
+		tw.Flush()
+	}
 	return rows, nil
 }
 

@@ -430,6 +430,7 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	var ts taskSession // the statement reads the named task and session too
 	facts, evs, err = e.runRecallSQL(ctx, p, on, &ts)
 	task, session = ts.task, ts.session
+	p.sessions = ts.sessions
 	mu.Lock()
 	mark("retrieve", t)
 	mu.Unlock()

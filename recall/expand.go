@@ -19,6 +19,10 @@ import (
 // sourceExpand is the retriever name of the second hop.
 const sourceExpand = "expand"
 
+// sourceContext is the retriever name of turns found by their neighbours' words
+// (the keyword retriever's context, contextKeywordSQL).
+const sourceContext = "context"
+
 var capitalised = regexp.MustCompile(`\b\p{Lu}[\p{Ll}\p{Lu}'’-]{2,}\b`)
 
 // Capitalised words that are not names.

@@ -9,12 +9,14 @@ import (
 // retrieverCTEs names the recall statement's retriever CTEs (buildRecallSQL) as
 // the timings report them.
 var retrieverCTEs = map[string]string{
-	"sem":  "sql.semantic.facts",
-	"kw":   "sql.keyword.facts",
-	"st":   "sql.structured.facts",
-	"gr":   "sql.graph.facts",
-	"esem": "sql.semantic.evidence",
-	"ekw":  "sql.keyword.evidence",
+	"sem":   "sql.semantic.facts",
+	"kw":    "sql.keyword.facts",
+	"st":    "sql.structured.facts",
+	"gr":    "sql.graph.facts",
+	"esem":  "sql.semantic.evidence",
+	"ekw":   "sql.keyword.evidence",
+	"ectx":  "sql.context.evidence",
+	"esess": "sql.session.evidence",
 }
 
 type explainNode struct {

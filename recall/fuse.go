@@ -23,12 +23,15 @@ type cand struct {
 	// cosine similarity to the question (from the semantic retriever).
 	kw, sim       float64
 	hasKW, hasSim bool
-	// exp is the keyword score of the second hop (names the best items mention).
-	exp float64
+	// exp is the keyword score of the second hop (names the best items mention);
+	// ctx the keyword score with the neighbouring turns' words (sourceContext).
+	exp, ctx float64
 	// stale: a turn that backs only values superseded by as_of.
 	stale bool
 	// matched: some retriever found it by the question's words, meaning or links.
 	matched bool
+	// lead is the score without the context (Fusion.Lead).
+	lead float64
 }
 
 // Fusion weighs what each retriever says about an item's relevance to the
@@ -62,6 +65,16 @@ type Fusion struct {
 	// old budget's turn below the current budget; still found for "how did it
 	// change").
 	Superseded float64 `json:"superseded"`
+	// Context multiplies the (normalised) keyword score of a turn with the words of
+	// the turns around it (the question before it, the reply after it).
+	Context float64 `json:"context"`
+	// Session multiplies the (normalised) keyword score of the turn's session as a
+	// whole.
+	Session float64 `json:"session"`
+	// Lead is how many items lead the list by their score without Context and
+	// Session (the turn's own words, meaning, links); the rest follow by the score
+	// with them.
+	Lead int `json:"lead"`
 }
 
 // DefaultFusion are the measured defaults.
@@ -112,6 +125,8 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			}
 		case sourceExpand:
 			c.exp = math.Max(c.exp, *d)
+		case sourceContext:
+			c.ctx = math.Max(c.ctx, *d)
 		}
 	}
 	for _, f := range facts {
@@ -152,11 +167,15 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 
 	// Keyword scores are normalised by the best of their kind in this recall; a fact
 	// also takes the (normalised) score of a turn it stands on.
-	var maxEv, maxFact, maxExp float64
+	var maxEv, maxFact, maxExp, maxCtx, maxSess float64
 	evKW := map[string]float64{}
+	for _, r := range p.sessions {
+		maxSess = math.Max(maxSess, r)
+	}
 	for _, key := range order {
 		c := byID[key]
 		maxExp = math.Max(maxExp, c.exp)
+		maxCtx = math.Max(maxCtx, c.ctx)
 		if !c.hasKW {
 			continue
 		}
@@ -195,8 +214,11 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		var shown []string
 		for _, src := range srcs {
 			why = append(why, src+" #"+strconv.Itoa(c.ranks[src]))
-			if src == sourceExpand {
+			switch src {
+			case sourceExpand:
 				src = RetrieverGraph // the second hop walks the graph of names
+			case sourceContext:
+				src = RetrieverKeyword // the words of the turns around it
 			}
 			if !slices.Contains(shown, src) {
 				shown = append(shown, src)
@@ -230,6 +252,18 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			rel += fw.Expand * c.exp / maxExp
 			hit = true
 		}
+		// Context: the words of the turns around it and of its session. They find
+		// what the turn's own words miss (@5–@10) but would push a neighbour over
+		// the answer, so they do not decide the leaders (Fusion.Lead).
+		ctxRel := 0.0
+		if c.ctx > 0 && maxCtx > 0 {
+			ctxRel += fw.Context * c.ctx / maxCtx
+			hit = true
+		}
+		if r, ok := p.sessions[it.Scope.SessionID]; ok && it.Kind == KindEvidence && it.Scope.SessionID != "" && maxSess > 0 {
+			ctxRel += fw.Session * r / maxSess
+			why = append(why, fmt.Sprintf("session matches %.2f", r/maxSess))
+		}
 		if rk, ok := c.ranks[RetrieverStructured]; ok {
 			rel += fw.Structured / (1 + 0.1*float64(rk-1))
 			hit = true
@@ -243,9 +277,9 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			age = p.vis.AsOf.Sub(it.ValidFrom)
 		}
 		recency := math.Exp(-math.Max(age.Hours(), 0) / (24 * 30))
-		score := rel * (1 + 0.05*recency + 0.05*c.imp + 0.05*it.Confidence)
+		mult := 1 + 0.05*recency + 0.05*c.imp + 0.05*it.Confidence
 		boost := func(f float64, reason string) {
-			score *= f
+			mult *= f
 			c.boosts = append(c.boosts, reason)
 		}
 		if it.Kind == KindFact {
@@ -276,8 +310,10 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			boost(1.25, "in the time asked about")
 		}
 		if q.Latest {
-			score *= 1 + 0.2*recency
+			mult *= 1 + 0.2*recency
 		}
+		c.lead = rel * mult
+		score := (rel + ctxRel) * mult
 		if !hit {
 			c.boosts = append(c.boosts, "matches the question by no word, meaning or link")
 		}
@@ -307,6 +343,7 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 				if c.item.Score > b.item.Score {
 					b.item.Score = c.item.Score
 				}
+				b.lead = math.Max(b.lead, c.lead)
 				continue
 			}
 		}
@@ -326,17 +363,19 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		}
 		for _, g := range group {
 			var task *cand
-			top := 0.0
+			top, topLead := 0.0, 0.0
 			for _, c := range g {
 				if c.item.Scope.Scope == memory.ScopeTask && c.item.Scope.TaskID == p.vis.TaskID {
 					task = c
 				}
 				top = math.Max(top, c.item.Score)
+				topLead = math.Max(topLead, c.lead)
 			}
 			if task == nil || len(g) < 2 {
 				continue
 			}
 			task.item.Score = math.Max(task.item.Score, top*1.01)
+			task.lead = math.Max(task.lead, topLead*1.01)
 			task.item.Why += "; task scope leads"
 			for _, c := range g {
 				if c != task {
@@ -359,11 +398,35 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		}
 		return a.ID < b.ID
 	})
+	leadFirst(out, fw.Lead)
 	items := make([]Item, len(out))
 	for i, c := range out {
 		items[i] = c.item
 	}
 	return items
+}
+
+// leadFirst moves the best n candidates by their score without the context
+// (cand.lead) to the front, in that order, ahead of the rest as ranked; a
+// candidate that matched nothing never leads.
+func leadFirst(out []*cand, n int) {
+	for i := 0; i < n && i < len(out); i++ {
+		best := -1
+		for j := i; j < len(out); j++ {
+			if !out[j].matched {
+				continue
+			}
+			if best < 0 || out[j].lead > out[best].lead {
+				best = j
+			}
+		}
+		if best < 0 {
+			return
+		}
+		c := out[best]
+		copy(out[i+1:best+1], out[i:best])
+		out[i] = c
+	}
 }
 
 // better prefers an ACTIVE revision, then the later validity, then the higher

@@ -95,6 +95,8 @@ type plan struct {
 	speaker string // the schema's speaker entity (User), never walked through
 	limit   int    // candidates per retriever
 	hops    int
+	// sessions: the best-matching sessions' keyword scores, from the statement.
+	sessions map[string]float64
 }
 
 // sqlb accumulates SQL text and bun arguments in order.

@@ -124,6 +124,99 @@ const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_
 // finds are never empty).
 const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id <> '' AND f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int, 0)"
 
+// evidenceSemanticSQL is semantic retrieval over evidence (esem). A user with few
+// turns is compared exactly: a turn's distance to the question is that of the
+// turn or of its best sentence (evidence_sentences, the sentences of long turns
+// embedded one by one when written), whichever is nearer; a sentence counts only
+// through a visible turn. A user with many turns: a walk of
+// evidence_embedding_hnsw with the tenant, user and time filtered above it
+// (OFFSET 0 keeps them out of the scan, as in tenantSemCurrent; the iterative
+// scan walks on until the limit is filled or hnsw.max_scan_tuples is reached).
+// Many turns means the USER scope is visible, so tenant, user and time are the
+// whole visibility. (The sentences of a user with many turns are not read yet:
+// they would need an index of their own.)
+func evidenceSemanticSQL(semGate string, n int) string {
+	return "esent AS (SELECT s.evidence_id AS id, min(s.embedding <=> $10::vector) AS d FROM evidence_sentences s " +
+		"WHERE " + semGate + "$22 AND NOT (SELECT many FROM hv) AND s.tenant_id = $1 AND s.user_id = $2 GROUP BY s.evidence_id), " +
+		fmt.Sprintf("esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ("+
+			"(SELECT ev.id, ev.tid, least(ev.d, st.d) AS d FROM ev LEFT JOIN esent st ON st.id = ev.id WHERE ev.d IS NOT NULL ORDER BY 3 LIMIT %d) UNION ALL "+
+			"(SELECT id, tid, d FROM (SELECT e.id, e.ctid AS tid, e.tenant_id AS t, e.user_id AS u, e.occurred_at AS o, e.embedding <=> $10::vector AS d FROM evidence e "+
+			"WHERE e.embedding IS NOT NULL ORDER BY e.embedding <=> $10::vector OFFSET 0) x WHERE "+semGate+"$22 AND (SELECT many FROM hv) AND t = $1 AND u = $2 AND o <= $9 LIMIT %d)"+
+			") y ORDER BY d LIMIT %d) x), ", n, n, n)
+}
+
+// sessionsKept is how many of the best-matching sessions the statement returns.
+const sessionsKept = 10
+
+// bm25SQL is one term's Okapi BM25 weight (k1 1.2, b 0.75) in SQL, from its
+// document frequency, the corpus size, its frequency in the document, the
+// document's length and the corpus's average length.
+func bm25SQL(df, n, tf, dl, avgdl string) string {
+	return fmt.Sprintf("ln(1 + (%[2]s - %[1]s + 0.5) / (%[1]s + 0.5)) * %[3]s * 2.2 / (%[3]s + 1.2 * (0.25 + 0.75 * %[4]s / %[5]s))", df, n, tf, dl, avgdl)
+}
+
+// evidenceKeywordSQL is keyword retrieval over evidence (ekw): Okapi BM25 (k1
+// 1.2, b 0.75) with OR semantics. The corpus statistics are the user's turns,
+// kept at commit time (evidence_stats, evidence_terms: see the migration
+// evidence_index); a turn's own words count in full and the words of the turn
+// before it (weight C, see storage.InsertEvidence) at 0.35; the length is the
+// turn's own lexemes. The turns scored are every visible turn that matches (few
+// turns), or the best postingsPerTerm of each query word by the postings' cheap
+// score (many turns), each looked up by its id (OFFSET 0: a generic plan would
+// otherwise read every turn of the user's that matches through the GIN index and
+// join them). etf keeps each matched turn's own (tfo) and previous turn's (tfp)
+// counts apart, for the context and session retrievers.
+func evidenceKeywordSQL(lexGate string, n int) string {
+	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
+		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
+		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
+		"WHERE "+lexGate+"$23 AND (SELECT many FROM hv)), "+
+		"em AS MATERIALIZED (SELECT id, tid, sid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
+		"SELECT id, tid, sid, search FROM ev WHERE search IS NOT NULL UNION ALL "+
+		"SELECT e.id, e.tid, e.session_id, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
+		"etf AS (SELECT m.id, m.tid, m.sid, m.dl, u.lexeme, c.tfo, c.tfp, c.tfo + 0.35 * c.tfp AS tf "+
+		"FROM em m CROSS JOIN LATERAL unnest(m.search) u CROSS JOIN LATERAL (SELECT (count(*) FILTER (WHERE w <> 'C'))::float8 AS tfo, (count(*) FILTER (WHERE w = 'C'))::float8 AS tfp FROM unnest(u.weights) w) c "+
+		"WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
+		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
+		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
+		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
+		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, t.tid, "+
+		"sum("+bm25SQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl")+") AS r "+
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", postingsPerTerm(n), n)
+}
+
+// contextKeywordSQL is the context retriever over evidence (ectx): a turn found
+// by the words of the turns around it, the question it answers (the turn before,
+// stored with it at weight C) and the reply it got (the next turn of its session,
+// enx), each at full weight beside its own, scored by BM25 with the corpus
+// statistics of ekw (a turn that matched nothing itself takes the average
+// length). It reads only matched turns and the order of the visible ones (ev;
+// for a user with many turns, read from indexes, only the turn before counts:
+// the next one would need its position kept with the turn).
+func contextKeywordSQL(n int) string {
+	return "enx AS (SELECT id, lead(id) OVER (PARTITION BY sid ORDER BY at, id) AS nid FROM ev WHERE $23 AND sid <> ''), " +
+		"ectf AS (SELECT id, lexeme, sum(tf) AS tf FROM (SELECT id, lexeme, tfo + tfp AS tf FROM etf " +
+		"UNION ALL SELECT x.id, t.lexeme, t.tfo FROM etf t JOIN enx x ON x.nid = t.id WHERE t.tfo > 0) c GROUP BY id, lexeme), " +
+		fmt.Sprintf("ectx AS (SELECT x.id, coalesce(m.tid, ev.tid) AS tid, row_number() OVER (ORDER BY x.r DESC) AS rk, x.r FROM (SELECT c.id, "+
+			"sum("+bm25SQL("edf.df", "en.n", "c.tf", "coalesce(m.dl, en.avgdl)", "en.avgdl")+") AS r "+
+			"FROM ectf c JOIN edf USING (lexeme) CROSS JOIN en LEFT JOIN em m ON m.id = c.id GROUP BY c.id ORDER BY r DESC LIMIT %d) x LEFT JOIN em m ON m.id = x.id LEFT JOIN ev ON ev.id = x.id), ", n)
+}
+
+// sessionKeywordSQL scores the user's sessions as documents (esess): BM25 of the
+// words of their matched turns (their own words), the session's length its
+// number of visible turns, over the visible sessions as the corpus; the best
+// `keep` come back as 'S' rows and lift the turns of a session that matches as a
+// whole (Fusion.Session). A user with many turns gets none yet: the sessions'
+// lengths would be kept statistics, as evidence_stats are for turns.
+func sessionKeywordSQL(keep int) string {
+	return "ess AS (SELECT sid, count(*)::float8 AS nt FROM ev WHERE $23 AND sid <> '' GROUP BY sid), " +
+		"esn AS (SELECT greatest(count(*), 1)::float8 AS n, coalesce(avg(nt), 1)::float8 AS avgnt FROM ess), " +
+		"estf AS (SELECT sid, lexeme, sum(tfo) AS tf FROM etf WHERE sid <> '' AND tfo > 0 GROUP BY sid, lexeme), " +
+		"esdf AS (SELECT lexeme, count(*)::float8 AS df FROM estf GROUP BY lexeme), " +
+		fmt.Sprintf("esess AS (SELECT s.sid, sum("+bm25SQL("d.df", "esn.n", "s.tf", "ss.nt", "esn.avgnt")+") AS r "+
+			"FROM estf s JOIN esdf d USING (lexeme) JOIN ess ss USING (sid) CROSS JOIN esn GROUP BY s.sid ORDER BY r DESC LIMIT %d), ", keep)
+}
+
 // buildRecallSQL is the statement for current (or past) recall with n candidates
 // per retriever.
 //
@@ -131,8 +224,12 @@ const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4
 // (facts and evidence by vector) and partLexical (keyword, structured, graph),
 // which run at the same time on two connections. Every part defines every
 // retriever, so each binds all parameters; Postgres skips what it does not read.
-func buildRecallSQL(current bool, n int, part int) string {
-	return buildSQL(current, factTimeSQL(current), n, part)
+//
+// ctx adds the context retriever (contextKeywordSQL) and sess the session scores
+// (sessionKeywordSQL): each only when its fusion weight is set, so an engine that
+// does not weigh them does not pay for them.
+func buildRecallSQL(current bool, n int, part int, ctx, sess bool) string {
+	return buildSQL(current, factTimeSQL(current), n, part, ctx, sess)
 }
 
 // knownTimeSQL keeps the revisions that, as the memory held them at $24
@@ -145,12 +242,12 @@ const knownTimeSQL = "f.recorded_at <= $24 AND EXISTS (SELECT 1 FROM (" +
 
 // buildKnownSQL is the statement for recall known at $24 (past recall over the
 // revisions as the memory held them then).
-func buildKnownSQL(n int, part int) string {
-	return buildSQL(false, knownTimeSQL, n, part)
+func buildKnownSQL(n int, part int, ctx, sess bool) string {
+	return buildSQL(false, knownTimeSQL, n, part, ctx, sess)
 }
 
 // buildSQL assembles the recall statement with tf as its facts' time filter.
-func buildSQL(current bool, tf string, n int, part int) string {
+func buildSQL(current bool, tf string, n int, part int, ctx, sess bool) string {
 	// fn bounds the fact retrievers' candidates: half the evidence retrievers'.
 	// Facts are few per user and each is a whole statement, so their best half is
 	// enough for the fusion (the eval's figures are unchanged), and each fact row
@@ -252,41 +349,17 @@ func buildSQL(current bool, tf string, n int, part int) string {
 	// (each turn's distance, and its lexemes when it matches the query).
 	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
 	esExpr := "CASE WHEN " + lexGate + "$23 AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
-	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search FROM evidence e WHERE ($22 OR $23) AND NOT (SELECT many FROM hv) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
-	// Meaning, many turns: a walk of evidence_embedding_hnsw with the tenant, user
-	// and time filtered above it (OFFSET 0 keeps them out of the scan, as in
-	// tenantSemCurrent; the iterative scan walks on until the limit is filled or
-	// hnsw.max_scan_tuples is reached). Many turns means the USER scope is visible,
-	// so tenant, user and time are the whole visibility.
-	fmt.Fprintf(&b, "esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ("+
-		"(SELECT id, tid, d FROM ev WHERE d IS NOT NULL ORDER BY d LIMIT %d) UNION ALL "+
-		"(SELECT id, tid, d FROM (SELECT e.id, e.ctid AS tid, e.tenant_id AS t, e.user_id AS u, e.occurred_at AS o, e.embedding <=> $10::vector AS d FROM evidence e "+
-		"WHERE e.embedding IS NOT NULL ORDER BY e.embedding <=> $10::vector OFFSET 0) x WHERE "+semGate+"$22 AND (SELECT many FROM hv) AND t = $1 AND u = $2 AND o <= $9 LIMIT %d)"+
-		") y ORDER BY d LIMIT %d) x), ", n, n, n)
-	// Keyword over evidence: Okapi BM25 (k1 1.2, b 0.75) with OR semantics. The
-	// corpus statistics are the user's turns, kept at commit time (evidence_stats,
-	// evidence_terms: see the migration evidence_index); a turn's own words count in
-	// full and the words of the turn before it (weight C, see
-	// storage.InsertEvidence) at 0.35; the length is the turn's own lexemes. The
-	// turns scored are every visible turn that matches (few turns), or the best
-	// postingsPerTerm of each query word by the postings' cheap score (many turns),
-	// each looked up by its id (OFFSET 0: a generic plan would otherwise read every
-	// turn of the user's that matches through the GIN index and join them).
-	fmt.Fprintf(&b, "eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
-		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
-		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
-		"WHERE "+lexGate+"$23 AND (SELECT many FROM hv)), "+
-		"em AS MATERIALIZED (SELECT id, tid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
-		"SELECT id, tid, search FROM ev WHERE search IS NOT NULL UNION ALL "+
-		"SELECT e.id, e.tid, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
-		"etf AS (SELECT m.id, m.tid, m.dl, u.lexeme, (SELECT sum(CASE w WHEN 'C' THEN 0.35 ELSE 1.0 END) FROM unnest(u.weights) w) AS tf "+
-		"FROM em m CROSS JOIN LATERAL unnest(m.search) u WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
-		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
-		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
-		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
-		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, t.tid, "+
-		"sum(ln(1 + (en.n - edf.df + 0.5) / (edf.df + 0.5)) * t.tf * 2.2 / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / en.avgdl))) AS r "+
-		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", postingsPerTerm(n), n)
+	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search, e.session_id AS sid, e.occurred_at AS at FROM evidence e WHERE ($22 OR $23) AND NOT (SELECT many FROM hv) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
+	b.WriteString(evidenceSemanticSQL(semGate, n))
+	// Keyword over evidence: the turn's own words (ekw), its neighbours' (ectx),
+	// its session's (esess).
+	b.WriteString(evidenceKeywordSQL(lexGate, n))
+	if ctx {
+		b.WriteString(contextKeywordSQL(n))
+	}
+	if sess {
+		b.WriteString(sessionKeywordSQL(sessionsKept))
+	}
 	var fc, ec []string
 	if part != partLexical {
 		fc = append(fc, "SELECT id, tid, '"+RetrieverSemantic+"' AS src, rk, d FROM sem")
@@ -296,6 +369,9 @@ func buildSQL(current bool, tf string, n int, part int) string {
 		fc = append(fc, "SELECT id, tid, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM kw",
 			"SELECT id, tid, '"+RetrieverStructured+"', rk, NULL::float8 FROM st", "SELECT id, tid, '"+RetrieverGraph+"', rk, NULL::float8 FROM gr")
 		ec = append(ec, "SELECT id, tid, '"+RetrieverKeyword+"' AS src, rk, r::float8 AS d FROM ekw")
+		if ctx {
+			ec = append(ec, "SELECT id, tid, '"+sourceContext+"' AS src, rk, r::float8 AS d FROM ectx")
+		}
 	}
 	// One row per fact or turn, however many retrievers found it: its hits
 	// (retriever, rank, score) in one column (see parseHits), so each is read and
@@ -318,6 +394,11 @@ func buildSQL(current bool, tf string, n int, part int) string {
 		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= $9) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
 		"WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= $9 AND (f2.valid_until IS NULL OR f2.valid_until > $9))) AS stale " +
 		"FROM ec JOIN evidence e ON e.ctid = ec.tid AND e.tenant_id = $1 AND e.id = ec.id")
+	if part != partSemantic && sess {
+		// The best-matching sessions, one row each: its id and score (see fuse).
+		b.WriteString(" UNION ALL SELECT 'S', r::text, 0, NULL, sid, '', 0, '', '', '', '', sid, '', '', '', '', '', '', '', '', '', '', '', " +
+			"NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false FROM esess")
+	}
 	if part != partLexical {
 		// The named task and session, each only if it is the user's (or nobody's):
 		// one row each, its fields as JSON in the content column (see taskSession).
@@ -631,13 +712,17 @@ func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet, ts *
 	var f2 []factRow
 	var e2 []evidenceRow
 	var err2 error
+	var lex taskSession
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f2, e2, err2 = e.runPart(ctx, p, args, partLexical, nil)
+		f2, e2, err2 = e.runPart(ctx, p, args, partLexical, &lex)
 	}()
 	facts, evs, err := e.runPart(ctx, p, args, partSemantic, ts)
 	wg.Wait()
+	if ts != nil {
+		ts.sessions = lex.sessions
+	}
 	if err == nil {
 		err = err2
 	}
@@ -687,11 +772,21 @@ func parseHits(s string) ([]hit, error) {
 type taskSession struct {
 	task    *storage.Task
 	session *storage.Session
+	// sessions are the best-matching sessions' keyword scores (esess).
+	sessions map[string]float64
 }
 
-// row reads a 't' (task) or 's' (session) row of the statement: JSON whose keys
-// are the storage.Task and storage.Session field names.
+// row reads a 't' (task) or 's' (session) row of the statement, JSON whose keys
+// are the storage.Task and storage.Session field names, or an 'S' row: a
+// session's id and keyword score.
 func (ts *taskSession) row(v []driver.Value) error {
+	if asString(v[0]) == "S" {
+		if ts.sessions == nil {
+			ts.sessions = map[string]float64{}
+		}
+		ts.sessions[asString(v[4])] = asFloat(v[1])
+		return nil
+	}
 	js := []byte(asString(v[17]))
 	if asString(v[0]) == "t" {
 		ts.task = new(storage.Task)
@@ -739,7 +834,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 	var evs []evidenceRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
 		return q.query(ctx, sql, args, func(v []driver.Value) error {
-			if k := asString(v[0]); k == "t" || k == "s" {
+			if k := asString(v[0]); k == "t" || k == "s" || k == "S" {
 				if ts == nil {
 					return nil
 				}
@@ -796,9 +891,10 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 func (e *Engine) recallSQL(p plan, part int) string {
 	e.sqlOnce.Do(func() {
 		for _, pt := range []int{partAll, partSemantic, partLexical} {
-			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, pt)
-			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, pt)
-			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, pt)
+			ctx, sess := e.opts.Fusion.Context > 0, e.opts.Fusion.Session > 0
+			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, pt, ctx, sess)
+			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, pt, ctx, sess)
+			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, pt, ctx, sess)
 		}
 	})
 	switch {

@@ -1,6 +1,9 @@
 package recall
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseHits(t *testing.T) {
 	hs, err := parseHits("semantic 3 0.125,keyword 1 2.5,structured 7 ")
@@ -25,6 +28,28 @@ func TestParseHits(t *testing.T) {
 	for _, bad := range []string{"semantic", "semantic x 0.1", "semantic 1 abc"} {
 		if _, err := parseHits(bad); err == nil {
 			t.Errorf("%q must be an error", bad)
+		}
+	}
+}
+
+// The context and session retrievers are in the statement only when their
+// fusion weights are set; the sentence vectors always are.
+func TestRecallSQLFragments(t *testing.T) {
+	for _, c := range []struct{ ctx, sess bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		for _, part := range []int{partAll, partSemantic, partLexical} {
+			sql := buildRecallSQL(true, 40, part, c.ctx, c.sess)
+			if got := strings.Contains(sql, "ectx AS ("); got != c.ctx {
+				t.Errorf("ctx %v part %d: context retriever in the statement: %v", c.ctx, part, got)
+			}
+			if got := strings.Contains(sql, "esess AS ("); got != c.sess {
+				t.Errorf("sess %v part %d: session scores in the statement: %v", c.sess, part, got)
+			}
+			if got := strings.Contains(sql, "'S', r::text"); got != (c.sess && part != partSemantic) {
+				t.Errorf("sess %v part %d: session rows returned: %v", c.sess, part, got)
+			}
+			if !strings.Contains(sql, "FROM evidence_sentences s") {
+				t.Errorf("part %d: no sentence vectors", part)
+			}
 		}
 	}
 }

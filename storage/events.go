@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/pgvector/pgvector-go"
 	"github.com/uptrace/bun"
@@ -248,6 +249,102 @@ func validateEmbedding(field string, v *pgvector.Vector) error {
 		return memory.FieldError{Field: field, Problem: fmt.Sprintf("has %d dimensions, the database stores %d", n, EmbeddingDim)}
 	}
 	return nil
+}
+
+// EvidenceSentence is the vector of one sentence of a long turn (see
+// Sentences): recall scores a turn by its best sentence.
+type EvidenceSentence struct {
+	bun.BaseModel `bun:"table:evidence_sentences"`
+
+	TenantID   string           `bun:"tenant_id,pk"`
+	EvidenceID string           `bun:"evidence_id,pk,type:uuid"`
+	N          int              `bun:"n,pk"`
+	UserID     string           `bun:"user_id,notnull"`
+	Embedding  *pgvector.Vector `bun:"embedding,type:vector(512),notnull"`
+}
+
+// InsertEvidenceSentences stores the sentence vectors of a turn of the same
+// tenant, in order; a retry writes nothing twice.
+func (s *Store) InsertEvidenceSentences(ctx context.Context, tenantID, evidenceID, userID string, vecs []*pgvector.Vector) error {
+	if err := checkTenant(tenantID); err != nil {
+		return err
+	}
+	if len(vecs) == 0 {
+		return nil
+	}
+	rows := make([]EvidenceSentence, len(vecs))
+	for i, v := range vecs {
+		if v == nil {
+			return memory.FieldError{Field: fmt.Sprintf("sentences[%d]", i), Problem: "has no vector"}
+		}
+		if err := validateEmbedding(fmt.Sprintf("sentences[%d]", i), v); err != nil {
+			return err
+		}
+		rows[i] = EvidenceSentence{TenantID: tenantID, EvidenceID: evidenceID, N: i, UserID: userID, Embedding: v}
+	}
+	if _, err := s.db.NewInsert().Model(&rows).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
+		return fmt.Errorf("insert evidence sentences: %w", err)
+	}
+	return nil
+}
+
+// MinSentenceWords is the least number of words a turn must have for its
+// sentences to be embedded one by one (see Sentences).
+const MinSentenceWords = 12
+
+// Sentences splits a long turn into its sentences (ended by . ! ? or a line
+// break, closing quotes and brackets kept): nil when the turn has fewer than
+// MinSentenceWords words or one sentence, for it is then its own best sentence.
+func Sentences(text string) []string {
+	if len(strings.Fields(text)) < MinSentenceWords {
+		return nil
+	}
+	var out []string
+	start := 0
+	rs := []rune(text)
+	// flush ends a sentence at end; a fragment of one word ("Wow!") joins the
+	// next sentence, or the last one at the end of the turn.
+	flush := func(end int, last bool) {
+		s := strings.TrimSpace(string(rs[start:end]))
+		switch {
+		case s == "":
+		case len(strings.Fields(s)) >= 2:
+			out = append(out, s)
+		case !last:
+			return
+		case len(out) > 0:
+			out[len(out)-1] += " " + s
+		default:
+			out = append(out, s)
+		}
+		start = end
+	}
+	for i := 0; i < len(rs); i++ {
+		switch rs[i] {
+		case '\n':
+			flush(i+1, false)
+		case '.', '!', '?', '。', '！', '？':
+			j := i + 1
+			for j < len(rs) && strings.ContainsRune(".!?\"')]”’", rs[j]) {
+				j++
+			}
+			k := j
+			for k < len(rs) && rs[k] == ' ' {
+				k++
+			}
+			// A sentence ends at the end, before a space and a word that does not
+			// start in lower case (`"no way!" and left` goes on), or at a CJK stop.
+			if j == len(rs) || rs[i] > 0x3000 || (k > j && k < len(rs) && !unicode.IsLower(rs[k])) || rs[j] == '\n' {
+				flush(j, false)
+				i = j - 1
+			}
+		}
+	}
+	flush(len(rs), true)
+	if len(out) < 2 {
+		return nil
+	}
+	return out
 }
 
 // InsertEvidence stores evidence for an event of the same tenant. It is idempotent

@@ -198,17 +198,27 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
 		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
 	}
+	var sentences []*pgvector.Vector
 	if in.Embed && a.Embedder != nil {
 		// The vector goes in with the row: no Index step to read the text back and
 		// update it. An embedder that fails leaves the row without one, for Index.
-		if v, err := a.embedOne(ctx, embedText(prot.Redacted, row.Speaker, row.UserID)); err != nil {
+		// A long turn's sentences are embedded in the same call, each on its own
+		// (recall scores a turn by its best sentence).
+		texts := []string{embedText(prot.Redacted, row.Speaker, row.UserID)}
+		for _, sn := range storage.Sentences(prot.Redacted) {
+			texts = append(texts, embedText(sn, row.Speaker, row.UserID))
+		}
+		if vs, err := a.embedMany(ctx, texts); err != nil {
 			activity.GetLogger(ctx).Warn("embedding the turn failed; the Index step will retry it", "error", err)
 		} else {
-			row.Embedding = v
+			row.Embedding, sentences = vs[0], vs[1:]
 		}
 	}
 	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, row, storage.SearchText(own), storage.SearchText(prev))
 	if err != nil {
+		return RecordResult{}, err
+	}
+	if err := a.Store.InsertEvidenceSentences(ctx, e.TenantID, evd.ID, evd.UserID, sentences); err != nil {
 		return RecordResult{}, err
 	}
 	if prot.OriginalSealed != "" {
@@ -1212,17 +1222,21 @@ func embedText(content, speaker, userID string) string {
 	return content
 }
 
-// embedOne embeds one text.
-func (a *MemoryActivities) embedOne(ctx context.Context, text string) (*pgvector.Vector, error) {
-	vecs, err := a.Embedder.Embed(ctx, []string{text})
+// embedMany embeds texts in one call, one vector each, in order.
+func (a *MemoryActivities) embedMany(ctx context.Context, texts []string) ([]*pgvector.Vector, error) {
+	vecs, err := a.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return nil, err
 	}
-	if len(vecs) != 1 {
-		return nil, fmt.Errorf("the embedder returned %d vectors for 1 text", len(vecs))
+	if len(vecs) != len(texts) {
+		return nil, fmt.Errorf("the embedder returned %d vectors for %d texts", len(vecs), len(texts))
 	}
-	v := pgvector.NewVector(vecs[0])
-	return &v, nil
+	out := make([]*pgvector.Vector, len(vecs))
+	for i := range vecs {
+		v := pgvector.NewVector(vecs[i])
+		out[i] = &v
+	}
+	return out, nil
 }
 
 // FastWrite is the whole of a write that needs no LLM (write revision 2): Record,

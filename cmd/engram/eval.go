@@ -11,6 +11,7 @@ import (
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/eval"
+	"github.com/engramhq/engram/recall"
 )
 
 // evalCmd is `engram eval`: the shipped suites (or a LoCoMo file) through the real
@@ -19,6 +20,7 @@ func evalCmd() *cobra.Command {
 	var (
 		suites   []string
 		tune     bool
+		tuneGrid string
 		asJSON   bool
 		mode     string
 		k        int
@@ -72,11 +74,20 @@ See eval/README.md.`,
 			}
 			gov := cfg.Governance
 			if tune {
+				var grid []recall.Fusion
+				switch tuneGrid {
+				case "fusion":
+					grid = eval.TuneGrid()
+				case "context":
+					grid = eval.ContextGrid()
+				default:
+					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context)", tuneGrid)
+				}
 				_, err := eval.TuneMain(cmd.Context(), eval.Config{
 					Suites: suites, Mode: mode, K: k, Parallel: parallel,
 					DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
-				}, eval.TuneGrid(), cmd.OutOrStdout(), asJSON)
+				}, grid, cmd.OutOrStdout(), asJSON)
 				return err
 			}
 			_, err = eval.Main(cmd.Context(), eval.Config{
@@ -91,6 +102,7 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights) or context (the neighbour and session weights)")
 	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
 	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")

@@ -1,0 +1,144 @@
+package recall_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
+)
+
+// convo writes turns of one user as evidence (the turn before each at weight C,
+// as write.Record does), in order, a minute apart, each with its n-gram vector.
+type convo struct {
+	t    *testing.T
+	st   *storage.Store
+	emb  embedding.Embedder
+	at   time.Time
+	prev map[string]string // user → the user's previous turn
+}
+
+func (c *convo) say(tenant, user, session, text string) *storage.Evidence {
+	c.t.Helper()
+	ctx := context.Background()
+	c.at = c.at.Add(time.Minute)
+	ev, _, err := c.st.InsertEvent(ctx, tenant, &storage.Event{IdempotencyKey: uuid.NewString(), ActorType: "USER", UserID: user,
+		SessionID: session, EventType: "MESSAGE", Content: text, OccurredAt: c.at})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	vs, err := c.emb.Embed(ctx, []string{text})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	v := pgvector.NewVector(vs[0])
+	evd, err := c.st.InsertEvidence(ctx, tenant, &storage.Evidence{EventID: ev.ID, Kind: "TURN", Content: text, UserID: user, SessionID: session,
+		OccurredAt: c.at, Embedding: &v}, storage.SearchText(text), storage.SearchText(c.prev[user]))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.prev[user] = text
+	return evd
+}
+
+// sentences stores the sentence vectors of a long turn, as write.Record does.
+func (c *convo) sentences(tenant string, evd *storage.Evidence) {
+	c.t.Helper()
+	ctx := context.Background()
+	ss := storage.Sentences(evd.Content)
+	if len(ss) < 2 {
+		c.t.Fatalf("%q: %d sentences", evd.Content, len(ss))
+	}
+	vs, err := c.emb.Embed(ctx, ss)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []*pgvector.Vector
+	for _, v := range vs {
+		x := pgvector.NewVector(v)
+		out = append(out, &x)
+	}
+	if err := c.st.InsertEvidenceSentences(ctx, tenant, evd.ID, evd.UserID, out); err != nil {
+		c.t.Fatal(err)
+	}
+	// A retry writes nothing twice.
+	if err := c.st.InsertEvidenceSentences(ctx, tenant, evd.ID, evd.UserID, out); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func rankOf(items []recall.Item, id string) int {
+	for i, it := range items {
+		if it.ID == id {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// A turn is found by the reply it got (the next turn's words), and a session that
+// matches as a whole lifts its turns; a long turn is as near to the question as
+// its best sentence, and only through a turn the principal may see.
+func TestNeighbourSessionAndSentenceEvidence(t *testing.T) {
+	st := testenv.Store(t)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	c := &convo{t: t, st: st, emb: emb, at: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC), prev: map[string]string{}}
+	ctx := context.Background()
+	const tenant = "acme"
+
+	guess := c.say(tenant, "maya", "s1", "Guess what finally came in the post this morning!")
+	c.say(tenant, "maya", "s1", "No way, the tickets for the Lumineers concert?")
+	c.say(tenant, "maya", "s2", "The dentist moved my appointment again.")
+	c.say(tenant, "maya", "s2", "Annoying. Mine is next week too.")
+	long := c.say(tenant, "maya", "s3", "We walked for hours along the windswept cliffs and the weather kept changing all afternoon, sunshine then hail then drizzle. "+
+		"My brand new waterproof boots are completely ruined and both of my legs still hurt terribly today. "+
+		"Afterwards we queued forty minutes for fish and chips at the crowded harbour café near the ferry terminal. "+
+		"The lighthouse keeper showed us the old foghorn mechanism.")
+	short := c.say(tenant, "maya", "s3", "The lighthouse keeper waved at us.")
+	other := c.say(tenant, "ben", "s9", "Weather and cliffs aside. The lighthouse keeper showed us the old foghorn mechanism. Then we had chips by the harbour.")
+	c.sentences(tenant, other)
+
+	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff,
+		Fusion: func() recall.Fusion { f := recall.DefaultFusion(); f.Context, f.Session = 0.5, 0.3; return f }()})
+	defer eng.Close()
+	ask := func(q string, only ...string) recall.Response {
+		t.Helper()
+		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "maya"}, Query: q, K: 10, Explain: true, Retrievers: only})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	resp := ask("When did the Lumineers concert tickets arrive?")
+	r := rankOf(resp.Candidates, guess.ID)
+	if r == 0 {
+		t.Fatalf("the turn the tickets reply answers was not found: %+v", resp.Candidates)
+	}
+	if why := resp.Candidates[r-1].Why; !strings.Contains(why, "context #") || !strings.Contains(why, "session matches") {
+		t.Errorf("the turn before the reply: why %q, want the context retriever and its session", why)
+	}
+
+	q := "the lighthouse keeper showed us the old foghorn mechanism"
+	before := ask(q, recall.RetrieverSemantic)
+	if rb, rs := rankOf(before.Items, long.ID), rankOf(before.Items, short.ID); rs == 0 || (rb != 0 && rb < rs) {
+		// The long turn's vector averages four sentences; without them, the short
+		// turn about the keeper is the nearer. The check below needs that.
+		t.Fatalf("before sentences: long %d, short %d; want the short turn first", rb, rs)
+	}
+	c.sentences(tenant, long)
+	after := ask(q, recall.RetrieverSemantic)
+	if rankOf(after.Items, long.ID) != 1 {
+		t.Fatalf("with its sentences the long turn ranks %d (before %d), want 1: %+v", rankOf(after.Items, long.ID), rankOf(before.Items, long.ID), after.Items)
+	}
+	if rankOf(after.Items, other.ID) != 0 {
+		t.Fatal("another user's turn came back through its sentences")
+	}
+}
