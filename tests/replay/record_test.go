@@ -179,3 +179,61 @@ func TestRecord(t *testing.T) {
 	require.NoError(t, err)
 	r.save("erase_subject.json", erun)
 }
+
+var recordLate = flag.Bool("record-late", false, "run TestRecordLate on the real stack and write testdata/memorywrite_review_late.json")
+
+// TestRecordLate records a write whose late statement waits for review with a
+// decision that splits a revision (issue 28: Trim and Reopen travel in the
+// history beside the pending item): 8000 stated at 09:10 and 09:20, then 9000 at
+// 09:15 through a worker whose governance sends every new value to review. Run
+// with -record-late; it writes only its own file.
+func TestRecordLate(t *testing.T) {
+	if !*recordLate {
+		t.Skip("records only with -record-late")
+	}
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	queue := testenv.TaskQueue(t)
+	gov := governance.DefaultConfig()
+	gov.ConfirmBelow = 1
+	w := tworker.New(c, queue, tworker.Options{})
+	write.Register(w, &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim), Schemas: schema.Builtins, Gov: gov})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	r := &recorder{t: t, c: c, st: st, queue: queue, tenant: "replay"}
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	ev := func(key, text string, m int) write.MemoryWriteInput {
+		return write.MemoryWriteInput{Event: memory.IngestEvent{TenantID: r.tenant, IdempotencyKey: key, UserID: "u1", Schema: "travel", Content: text, OccurredAt: at.Add(time.Duration(m) * time.Minute), SessionID: "s1"}}
+	}
+	for i, in := range []write.MemoryWriteInput{ev("k-late-1", "预算不超过8000元", 10), ev("k-late-2", "预算不超过8000元", 20)} {
+		run, err := write.Start(context.Background(), c, queue, in)
+		require.NoError(t, err)
+		var pending []write.PendingCandidate
+		if i == 0 { // the first value waits for review too
+			eventually(t, "the first value pending review", func() bool {
+				v, err := c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.QueryPending)
+				return err == nil && v.Get(&pending) == nil && len(pending) > 0
+			})
+			var ack string
+			r.update(run.GetID(), write.UpdateReview, write.ReviewRequest{CandidateID: pending[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}, &ack)
+		}
+		require.NoError(t, run.Get(context.Background(), nil))
+	}
+	run, err := write.Start(context.Background(), c, queue, ev("k-late-3", "预算不超过9000元", 15))
+	require.NoError(t, err)
+	var pending []write.PendingCandidate
+	eventually(t, "the late statement pending review", func() bool {
+		v, err := c.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), write.QueryPending)
+		return err == nil && v.Get(&pending) == nil && len(pending) > 0
+	})
+	var ack string
+	r.update(run.GetID(), write.UpdateReview, write.ReviewRequest{CandidateID: pending[0].CandidateID, Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}}, &ack)
+	r.save("memorywrite_review_late.json", run)
+	h, err := st.FactHistory(context.Background(), r.tenant, "USER:u1|user|budget")
+	require.NoError(t, err)
+	var got []string
+	for _, f := range h {
+		got = append(got, f.Object+" "+string(f.Status))
+	}
+	require.Equal(t, []string{"8000 CNY SUPERSEDED", "9000 CNY SUPERSEDED", "8000 CNY ACTIVE"}, got, "the late statement split the revision")
+}

@@ -35,6 +35,7 @@ var histories = []string{
 	"memorywrite_fast_rev1.json",
 	"memorywrite_review.json", // Revision 2: an in-process extraction's write is one local activity
 	"memorywrite_fast.json",
+	"memorywrite_review_late.json",        // issue 28: a late statement's split (Trim, Reopen) waits for review
 	"memorywritebatch_fast_unsliced.json", // before batch-slices: the whole batch in one workflow task
 	"memorywritebatch_fast.json",          // batch-slices: SliceEvents per workflow task, regular Index steps
 	"task_outcome_unknown.json",

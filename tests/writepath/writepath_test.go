@@ -48,11 +48,17 @@ func newEnvWith(t *testing.T, ex llm.Extractor, emb embedding.Embedder) *env {
 // own (returned), until the test ends.
 func startWriteWorker(tb testing.TB, c client.Client, st *storage.Store, ex llm.Extractor, emb embedding.Embedder) string {
 	tb.Helper()
+	return startWriteWorkerGov(tb, c, st, ex, emb, governance.DefaultConfig())
+}
+
+// startWriteWorkerGov is startWriteWorker with the governance gov.
+func startWriteWorkerGov(tb testing.TB, c client.Client, st *storage.Store, ex llm.Extractor, emb embedding.Embedder, gov governance.Config) string {
+	tb.Helper()
 	q := testenv.TaskQueue(tb)
 	w := tworker.New(c, q, tworker.Options{})
 	write.Register(w, &write.MemoryActivities{
 		Store: st, Extractor: ex, Embedder: emb,
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
+		Schemas: schema.Builtins, Gov: gov,
 	})
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
