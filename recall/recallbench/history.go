@@ -89,6 +89,9 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 		if s <= 0 || (i > 0 && s <= cfg.Sizes[i-1]) {
 			return nil, fmt.Errorf("--history: sizes must be positive and ascending, got %v", cfg.Sizes)
 		}
+		if s > MaxHistoryTurns {
+			return nil, fmt.Errorf("--history: %d turns is more than the bench dates before today (at most %d)", s, MaxHistoryTurns)
+		}
 	}
 	b, stop, err := writebench.Start(ctx, writebench.Options{Users: 1, Rounds: 1, Tenant: historyTenant,
 		DatabaseURL: cfg.DatabaseURL, DatabaseName: HistoryDatabase, Keep: !cfg.Reload}, msgs)
@@ -237,7 +240,19 @@ var (
 	histWhen       = []string{"this morning", "yesterday", "last weekend", "on Saturday", "last night", "on Friday evening", "earlier today", "on Sunday afternoon"}
 )
 
-// historyTurn is turn i of user's history: sessions of twenty turns a day apart,
+// historyStart and historySessionGap date the history: sessions of twenty turns six
+// hours apart from 1990, so the largest history the bench grows (MaxHistoryTurns, 50,000
+// sessions) ends in 2024, before any day the bench runs on (Ingest refuses a time more
+// than a day ahead; sessions a day apart from 2015 reached it at turn 87,000).
+var historyStart = time.Date(1990, 1, 1, 9, 0, 0, 0, time.UTC)
+
+const (
+	historySessionGap = 6 * time.Hour
+	// MaxHistoryTurns is the largest --history size.
+	MaxHistoryTurns = 1_000_000
+)
+
+// historyTurn is turn i of user's history: sessions of twenty turns six hours apart,
 // the user and the assistant taking turns, each user turn about people, places,
 // activities and things, each reply asking after what was said.
 func historyTurn(user string, i int) *engramv1.Event {
@@ -247,7 +262,7 @@ func historyTurn(user string, i int) *engramv1.Event {
 	}
 	r := rand.New(rand.NewPCG(seed, 29))
 	session := i / 20
-	at := time.Date(2015, 1, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(session)*24*time.Hour + time.Duration(i%20)*90*time.Second)
+	at := historyStart.Add(time.Duration(session)*historySessionGap + time.Duration(i%20)*90*time.Second)
 	ev := &engramv1.Event{
 		IdempotencyKey: fmt.Sprintf("hist-%s-%d", user, i), UserId: user, SessionId: fmt.Sprintf("%s-s%d", user, session),
 		EventType: engramv1.EventType_EVENT_TYPE_MESSAGE, OccurredAt: timestamppb.New(at), Schema: "general",
