@@ -105,7 +105,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *APIKey) (string, error) {
 	k.Prefix = hex.EncodeToString(pre)
 	key := keyPrefix + k.Prefix + "_" + hex.EncodeToString(sec)
 	k.KeyHash = hashKey(key)
-	if _, err := s.db.NewInsert().Model(k).ExcludeColumn("id", "created_at", "revoked_at").Returning("id, created_at").Exec(ctx); err != nil {
+	if _, err := s.conn(ctx).NewInsert().Model(k).ExcludeColumn("id", "created_at", "revoked_at").Returning("id, created_at").Exec(ctx); err != nil {
 		return "", fmt.Errorf("insert api key: %w", err)
 	}
 	return key, nil
@@ -126,10 +126,10 @@ func (s *Store) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
 		return nil, ErrBadKey
 	}
 	k := new(APIKey)
-	text := preparedText(s.db, "LookupAPIKey", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "LookupAPIKey", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*APIKey)(nil)).Where("prefix = ?", p...).String()
 	}, 1)
-	err := firstPrepared(ctx, s.db, text, k, prefix)
+	err := firstPrepared(ctx, s.conn(ctx), text, k, prefix)
 	if err := notFound(err); err == ErrNotFound {
 		return nil, ErrBadKey
 	} else if err != nil {
@@ -144,7 +144,7 @@ func (s *Store) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
 // ListAPIKeys lists keys, of one tenant when tenantID is not empty, newest first.
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string, includeRevoked bool) ([]APIKey, error) {
 	var out []APIKey
-	q := s.db.NewSelect().Model(&out).ExcludeColumn("key_hash")
+	q := s.conn(ctx).NewSelect().Model(&out).ExcludeColumn("key_hash")
 	if tenantID != "" {
 		q = q.Where("tenant_id = ?", tenantID)
 	}
@@ -166,7 +166,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenantID, idOrPrefix string) (
 		return nil, memory.FieldError{Field: "key", Problem: "is empty"}
 	}
 	k := new(APIKey)
-	q := s.db.NewUpdate().Model(k).Set("revoked_at = now()").Where("revoked_at IS NULL")
+	q := s.conn(ctx).NewUpdate().Model(k).Set("revoked_at = now()").Where("revoked_at IS NULL")
 	if len(idOrPrefix) == 36 {
 		q = q.Where("id::text = ?", idOrPrefix)
 	} else {

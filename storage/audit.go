@@ -22,7 +22,7 @@ func (s *Store) FactsByIDAnyTenant(ctx context.Context, ids []string) ([]Fact, e
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	err := s.db.NewSelect().Model(&fs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(ids)).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(&fs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(ids)).Scan(ctx)
 	return fs, err
 }
 
@@ -37,7 +37,7 @@ func (s *Store) SupportingEvidenceAnyTenant(ctx context.Context, ids []string) (
 		FactID     string `bun:"fact_id"`
 		EvidenceID string `bun:"evidence_id"`
 	}
-	err := s.db.NewSelect().Table("fact_evidence").Column("fact_id", "evidence_id").
+	err := s.conn(ctx).NewSelect().Table("fact_evidence").Column("fact_id", "evidence_id").
 		Where("fact_id::text IN (?) AND relation = ?", bun.In(ids), memory.RelSupport).Scan(ctx, &links)
 	for _, l := range links {
 		out[l.FactID] = append(out[l.FactID], l.EvidenceID)
@@ -52,7 +52,7 @@ func (s *Store) EvidenceByIDAnyTenant(ctx context.Context, ids []string) ([]Evid
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	err := s.db.NewSelect().Model(&evs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(ids)).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(&evs).ExcludeColumn("embedding").Where("id::text IN (?)", bun.In(ids)).Scan(ctx)
 	return evs, err
 }
 
@@ -63,7 +63,7 @@ func (s *Store) EvidenceOfUser(ctx context.Context, tenantID, userID string, unt
 		return nil, err
 	}
 	var evs []Evidence
-	if err := s.db.NewSelect().Model(&evs).ExcludeColumn("embedding").
+	if err := s.conn(ctx).NewSelect().Model(&evs).ExcludeColumn("embedding").
 		Where("tenant_id = ? AND user_id = ? AND occurred_at <= ?", tenantID, userID, until).
 		Order("occurred_at", "id").Scan(ctx); err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func (s *Store) GetCandidate(ctx context.Context, tenantID, id string) (*Candida
 		return nil, err
 	}
 	c := new(Candidate)
-	err := s.db.NewSelect().Model(c).Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(c).Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
 	return c, notFound(err)
 }
 
@@ -148,7 +148,7 @@ type CandidateFilter struct {
 
 // ListCandidates lists a tenant's candidates matching f, oldest first.
 func (s *Store) ListCandidates(ctx context.Context, tenantID string, f CandidateFilter) ([]Candidate, error) {
-	return ListCandidates(ctx, s.db, tenantID, f)
+	return ListCandidates(ctx, s.conn(ctx), tenantID, f)
 }
 
 // ListCandidates is Store.ListCandidates on db (a transaction).
@@ -203,7 +203,7 @@ func (s *Store) CandidateEvidenceIDs(ctx context.Context, tenantID string, cands
 		CandidateID string `bun:"candidate_id"`
 		EvidenceID  string `bun:"evidence_id"`
 	}
-	err := s.db.NewSelect().Table("candidate_evidence").Column("candidate_id", "evidence_id").
+	err := s.conn(ctx).NewSelect().Table("candidate_evidence").Column("candidate_id", "evidence_id").
 		Where("tenant_id = ? AND candidate_id IN (?)", tenantID, bun.In(ids)).Order("created_at").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("load candidate evidence: %w", err)

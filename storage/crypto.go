@@ -156,7 +156,7 @@ func (s *Store) SetEvidenceOriginal(ctx context.Context, tenantID, evidenceID st
 	if err := checkTenant(tenantID); err != nil {
 		return err
 	}
-	_, err := s.db.NewUpdate().Table("evidence").Set("original_sealed = ?, original_key_id = ?", p.OriginalSealed, p.OriginalKeyID).
+	_, err := s.conn(ctx).NewUpdate().Table("evidence").Set("original_sealed = ?, original_key_id = ?", p.OriginalSealed, p.OriginalKeyID).
 		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Exec(ctx)
 	return err
 }
@@ -171,7 +171,7 @@ func (s *Store) EvidenceOriginal(ctx context.Context, tenantID, evidenceID strin
 		Sealed string `bun:"original_sealed"`
 		KeyID  string `bun:"original_key_id"`
 	}
-	err := s.db.NewSelect().Table("evidence").Column("original_sealed", "original_key_id").
+	err := s.conn(ctx).NewSelect().Table("evidence").Column("original_sealed", "original_key_id").
 		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Scan(ctx, &row)
 	if err != nil {
 		return "", notFound(err)
@@ -297,7 +297,7 @@ func (s *Store) KeyUsage(ctx context.Context) (map[string]map[string]int64, erro
 			K string `bun:"k"`
 			N int64  `bun:"n"`
 		}
-		if err := s.db.NewRaw(q.sql).Scan(ctx, &rows); err != nil {
+		if err := s.conn(ctx).NewRaw(q.sql).Scan(ctx, &rows); err != nil {
 			return nil, err
 		}
 		out[q.table] = map[string]int64{}

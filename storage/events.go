@@ -151,7 +151,7 @@ func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (sto
 		return nil, false, err
 	}
 	e.ContentHash = HashEventContent(e)
-	q := s.db.NewInsert().Model(e).On("CONFLICT (tenant_id, idempotency_key) DO NOTHING").Returning("*")
+	q := s.conn(ctx).NewInsert().Model(e).On("CONFLICT (tenant_id, idempotency_key) DO NOTHING").Returning("*")
 	if e.ID == "" {
 		q = q.ExcludeColumn("id")
 	}
@@ -172,10 +172,10 @@ func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (sto
 
 // eventByKey loads the event of an idempotency key into e, or errNoRows.
 func (s *Store) eventByKey(ctx context.Context, tenantID, key string, e *Event) error {
-	text := preparedText(s.db, "eventByKey", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "eventByKey", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
 	}, 2)
-	return firstPrepared(ctx, s.db, text, e, tenantID, key)
+	return firstPrepared(ctx, s.conn(ctx), text, e, tenantID, key)
 }
 
 // EnsureEvent is InsertEvent for a caller whose event is usually stored already
@@ -213,10 +213,10 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, erro
 		return nil, err
 	}
 	e := new(Event)
-	text := preparedText(s.db, "GetEvent", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "GetEvent", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
 	}, 2)
-	return e, notFound(firstPrepared(ctx, s.db, text, e, tenantID, id))
+	return e, notFound(firstPrepared(ctx, s.conn(ctx), text, e, tenantID, id))
 }
 
 // SetEventStatus records the processing outcome of an event.
@@ -227,11 +227,11 @@ func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status 
 	if err := validStatus(status); err != nil {
 		return err
 	}
-	text := preparedText(s.db, "SetEventStatus", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "SetEventStatus", func(db bun.IDB, p []any) string {
 		return db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", p[:2]...).
 			Where("tenant_id = ? AND id = ?", p[2:]...).String()
 	}, 4)
-	res, err := execPrepared(ctx, s.db, text, status, reason, tenantID, id)
+	res, err := execPrepared(ctx, s.conn(ctx), text, status, reason, tenantID, id)
 	if err != nil {
 		return fmt.Errorf("set event status: %w", err)
 	}
@@ -282,7 +282,7 @@ func (s *Store) InsertEvidenceSentences(ctx context.Context, tenantID, evidenceI
 		}
 		rows[i] = EvidenceSentence{TenantID: tenantID, EvidenceID: evidenceID, N: i, UserID: userID, Embedding: v}
 	}
-	if _, err := s.db.NewInsert().Model(&rows).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
+	if _, err := s.conn(ctx).NewInsert().Model(&rows).On("CONFLICT DO NOTHING").Exec(ctx); err != nil {
 		return fmt.Errorf("insert evidence sentences: %w", err)
 	}
 	return nil
@@ -374,7 +374,7 @@ func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidenc
 	if err := validateEmbedding("embedding", ev.Embedding); err != nil {
 		return nil, err
 	}
-	q := s.db.NewInsert().Model(ev)
+	q := s.conn(ctx).NewInsert().Model(ev)
 	if c := strings.TrimSpace(strings.Join(contextText, " ")); c != "" {
 		q = q.Value("search", "to_tsvector('english', ?) || setweight(to_tsvector('english', ?), 'C')", searchText, c)
 	} else {
@@ -392,7 +392,7 @@ func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidenc
 		return ev, nil
 	}
 	existing := new(Evidence)
-	err = s.db.NewSelect().Model(existing).
+	err = s.conn(ctx).NewSelect().Model(existing).
 		Where("tenant_id = ? AND event_id = ? AND locator = ?", tenantID, ev.EventID, ev.Locator).Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load evidence: %w", err)
@@ -406,7 +406,7 @@ func (s *Store) EvidenceForEvent(ctx context.Context, tenantID, eventID string) 
 		return nil, err
 	}
 	var out []Evidence
-	err := s.db.NewSelect().Model(&out).ExcludeColumn("embedding").
+	err := s.conn(ctx).NewSelect().Model(&out).ExcludeColumn("embedding").
 		Where("tenant_id = ? AND event_id = ?", tenantID, eventID).Order("created_at").Scan(ctx)
 	if err != nil {
 		return nil, err
@@ -478,15 +478,15 @@ func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string)
 		// of "= ANY($2)" costs the array as ten keys, ten descents of the unique index,
 		// and on a small table (a new database, before autovacuum has analyzed it
 		// often) prefers a sequential scan, which it keeps as the table grows.
-		text := preparedText(s.db, "EventByKeyColumns", func(db bun.IDB, p []any) string {
+		text := preparedText(s.conn(ctx), "EventByKeyColumns", func(db bun.IDB, p []any) string {
 			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
 		}, 2)
-		err = selectPrepared(ctx, s.db, text, &out, tenantID, keys[0])
+		err = selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, keys[0])
 	} else {
-		text := preparedText(s.db, "EventsByKey", func(db bun.IDB, p []any) string {
+		text := preparedText(s.conn(ctx), "EventsByKey", func(db bun.IDB, p []any) string {
 			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
 		}, 2)
-		err = selectPrepared(ctx, s.db, text, &out, tenantID, TextArray(keys))
+		err = selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, TextArray(keys))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load events by idempotency key: %w", err)
@@ -616,7 +616,7 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 		args = append(args, q.SessionID)
 	}
 	name := fmt.Sprintf("RecentTurns %s exclude=%v session=%v", op, q.ExcludeID != "", q.SessionID != "")
-	text := preparedText(s.db, name, func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), name, func(db bun.IDB, p []any) string {
 		sel := db.NewSelect().Model((*Evidence)(nil)).Column("content", "key_id").
 			Where("tenant_id = ? AND user_id = ?", p[0], p[1]).
 			Where("occurred_at "+op+" ?", p[2])
@@ -630,7 +630,7 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 		}
 		return sel.Order("occurred_at DESC").String() + " LIMIT $4"
 	}, len(args))
-	if err := selectPrepared(ctx, s.db, text, &rows, args...); err != nil {
+	if err := selectPrepared(ctx, s.conn(ctx), text, &rows, args...); err != nil {
 		return nil, err
 	}
 	if err := s.DecryptEvidence(rows); err != nil {
@@ -668,7 +668,7 @@ func (s *Store) textsToEmbed(ctx context.Context, table, tenantID string, ids []
 		return nil, nil
 	}
 	var rows []TextToEmbed
-	err := s.db.NewSelect().Table(table).Column(cols...).
+	err := s.conn(ctx).NewSelect().Table(table).Column(cols...).
 		Where("tenant_id = ? AND id IN (?)", tenantID, bun.In(ids)).Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("load %s to index: %w", table, err)
@@ -698,7 +698,7 @@ func (s *Store) FailEvents(ctx context.Context, tenantID string, ids, keys []str
 	if keys == nil {
 		keys = []string{}
 	}
-	res, err := s.db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
+	res, err := s.conn(ctx).NewUpdate().Table("events").Set("status = ?, status_reason = ?", memory.EventFailed, reason).
 		Where("tenant_id = ?", tenantID).
 		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing, memory.EventPendingReview})).
 		Where("(id::text IN (?) OR idempotency_key IN (?))", bun.In(append(ids, "")), bun.In(append(keys, ""))).Exec(ctx)
@@ -714,7 +714,7 @@ func (s *Store) FailEvents(ctx context.Context, tenantID string, ids, keys []str
 // sweeper checks for writes whose workflow never started.
 func (s *Store) OrphanCandidates(ctx context.Context, before time.Time, limit int) ([]Event, error) {
 	var out []Event
-	err := s.db.NewSelect().Model(&out).Column("tenant_id", "id", "idempotency_key", "workflow_id", "status", "received_at").
+	err := s.conn(ctx).NewSelect().Model(&out).Column("tenant_id", "id", "idempotency_key", "workflow_id", "status", "received_at").
 		Where("status IN (?)", bun.In([]memory.EventStatus{memory.EventReceived, memory.EventProcessing})).
 		Where("workflow_id <> ''").Where("received_at < ?", before).
 		Order("received_at").Limit(int64(limit)).Scan(ctx)
@@ -733,7 +733,7 @@ func (s *Store) EventStatusCounts(ctx context.Context, tenantID string) (map[mem
 		Status memory.EventStatus `bun:"status"`
 		N      int                `bun:"n"`
 	}
-	if err := s.db.NewSelect().Table("events").Column("status").ColumnExpr("count(*) AS n").
+	if err := s.conn(ctx).NewSelect().Table("events").Column("status").ColumnExpr("count(*) AS n").
 		Where("tenant_id = ?", tenantID).Group("status").Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("count events by status: %w", err)
 	}

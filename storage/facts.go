@@ -334,7 +334,7 @@ func (s *Store) FactEvidenceIDs(ctx context.Context, tenantID, factID string) ([
 		return nil, err
 	}
 	var ids []string
-	err := s.db.NewSelect().Table("fact_evidence").Column("evidence_id").
+	err := s.conn(ctx).NewSelect().Table("fact_evidence").Column("evidence_id").
 		Where("tenant_id = ? AND fact_id = ?", tenantID, factID).Order("created_at").Scan(ctx, &ids)
 	return ids, err
 }
@@ -345,7 +345,7 @@ func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*Fact, error)
 		return nil, err
 	}
 	f := new(Fact)
-	err := s.db.NewSelect().Model(f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(f).ExcludeColumn("embedding").Where("tenant_id = ? AND id = ?", tenantID, id).Scan(ctx)
 	if err != nil {
 		return f, notFound(err)
 	}
@@ -372,7 +372,7 @@ func (s *Store) FactHistoryKnownAt(ctx context.Context, tenantID, memoryKey stri
 		return nil, err
 	}
 	var out []Fact
-	q := FactFilter{KnownAt: knownAt}.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
+	q := FactFilter{KnownAt: knownAt}.from(s.conn(ctx), s.conn(ctx).NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
 		Where("tenant_id = ? AND memory_key = ?", tenantID, memoryKey)
 	if restrict != nil {
 		q = restrict(q)
@@ -437,7 +437,7 @@ func (s *Store) ListFacts(ctx context.Context, tenantID string, ff FactFilter) (
 		return nil, err
 	}
 	var out []Fact
-	q := ff.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).Where("tenant_id = ?", tenantID)
+	q := ff.from(s.conn(ctx), s.conn(ctx).NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).Where("tenant_id = ?", tenantID)
 	if err := ff.apply(q).Order("recorded_at DESC", "revision DESC").Scan(ctx); err != nil {
 		return nil, err
 	}
@@ -455,7 +455,7 @@ func (s *Store) FactsAsOf(ctx context.Context, tenantID string, t time.Time, ff 
 		return nil, memory.FieldError{Field: "as_of", Problem: "is missing"}
 	}
 	var out []Fact
-	q := ff.from(s.db, s.db.NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
+	q := ff.from(s.conn(ctx), s.conn(ctx).NewSelect().Model(&out).ExcludeColumn("embedding"), tenantID).
 		Where("tenant_id = ?", tenantID).
 		Where("valid_from <= ?", t).
 		Where("(valid_until IS NULL OR valid_until > ?)", t)
@@ -503,7 +503,7 @@ func (s *Store) SetFactEmbedding(ctx context.Context, tenantID, factID string, v
 	if err := validateEmbedding("embedding", &v); err != nil {
 		return err
 	}
-	_, err := s.db.NewUpdate().Model((*Fact)(nil)).Set("embedding = ?", v).
+	_, err := s.conn(ctx).NewUpdate().Model((*Fact)(nil)).Set("embedding = ?", v).
 		Where("tenant_id = ? AND id = ?", tenantID, factID).Exec(ctx)
 	return err
 }
@@ -513,7 +513,7 @@ func (s *Store) SetEvidenceEmbedding(ctx context.Context, tenantID, evidenceID s
 	if err := validateEmbedding("embedding", &v); err != nil {
 		return err
 	}
-	_, err := s.db.NewUpdate().Model((*Evidence)(nil)).Set("embedding = ?", v).
+	_, err := s.conn(ctx).NewUpdate().Model((*Evidence)(nil)).Set("embedding = ?", v).
 		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Exec(ctx)
 	return err
 }

@@ -116,7 +116,7 @@ func (s *Store) GetEntity(ctx context.Context, tenantID, typ, id string) (*Entit
 		return nil, err
 	}
 	e := new(Entity)
-	err := s.db.NewSelect().Model(e).Where("tenant_id = ? AND type = ? AND id = ?", tenantID, typ, id).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(e).Where("tenant_id = ? AND type = ? AND id = ?", tenantID, typ, id).Scan(ctx)
 	return e, notFound(err)
 }
 
@@ -130,11 +130,11 @@ func (s *Store) EntitiesOfUser(ctx context.Context, tenantID, userID string, lim
 		limit = 500
 	}
 	var out []Entity
-	text := preparedText(s.db, "EntitiesOfUser", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "EntitiesOfUser", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*Entity)(nil)).Where("tenant_id = ? AND user_id = ?", p[:2]...).
 			Order("updated_at DESC").String() + " LIMIT $3"
 	}, 3)
-	err := selectPrepared(ctx, s.db, text, &out, tenantID, userID, limit)
+	err := selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, userID, limit)
 	return out, err
 }
 
@@ -144,7 +144,7 @@ func (s *Store) EdgesOf(ctx context.Context, tenantID, typ, id string) ([]Edge, 
 		return nil, err
 	}
 	var out []Edge
-	err := s.db.NewSelect().Model(&out).
+	err := s.conn(ctx).NewSelect().Model(&out).
 		Where("tenant_id = ?", tenantID).
 		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
 			return q.Where("from_type = ? AND from_id = ?", typ, id).WhereOr("to_type = ? AND to_id = ?", typ, id)

@@ -95,7 +95,7 @@ func (s *Store) BeginErasure(ctx context.Context, subj ErasureSubject, requested
 		Reason: reason, Status: ErasureRunning, Counts: map[string]int64{}, WorkflowID: workflowID, StepsDone: []string{}}
 	// The same workflow retrying keeps its progress; anything else starts over.
 	const sameRun = "(tombstone.workflow_id = EXCLUDED.workflow_id AND tombstone.status = 'RUNNING')"
-	_, err := s.db.NewInsert().Model(t).
+	_, err := s.conn(ctx).NewInsert().Model(t).
 		On("CONFLICT (tenant_id, subject_type, subject_id) DO UPDATE").
 		Set("status = 'RUNNING'").
 		Set("requested_by = CASE WHEN " + sameRun + " THEN tombstone.requested_by ELSE EXCLUDED.requested_by END").
@@ -117,7 +117,7 @@ func (s *Store) GetTombstone(ctx context.Context, subj ErasureSubject) (*Tombsto
 		return nil, err
 	}
 	t := new(Tombstone)
-	err := s.db.NewSelect().Model(t).
+	err := s.conn(ctx).NewSelect().Model(t).
 		Where("tenant_id = ? AND subject_type = ? AND subject_id = ?", subj.TenantID, subj.Type(), subj.ID()).Scan(ctx)
 	return t, notFound(err)
 }
@@ -128,7 +128,7 @@ func (s *Store) ListTombstones(ctx context.Context, tenantID string) ([]Tombston
 		return nil, err
 	}
 	var out []Tombstone
-	err := s.db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID).Order("requested_at DESC").Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(&out).Where("tenant_id = ?", tenantID).Order("requested_at DESC").Scan(ctx)
 	return out, err
 }
 
@@ -138,7 +138,7 @@ func (s *Store) ErasureInProgress(ctx context.Context, tenantID, userID string) 
 	if err := checkTenant(tenantID); err != nil {
 		return false, err
 	}
-	text := preparedText(s.db, "ErasureInProgress", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "ErasureInProgress", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*Tombstone)(nil)).ColumnExpr("count(*)").
 			Where("tenant_id = ? AND status = 'RUNNING'", p[0]).
 			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
@@ -147,7 +147,7 @@ func (s *Store) ErasureInProgress(ctx context.Context, tenantID, userID string) 
 			}).String()
 	}, 2)
 	var n int
-	err := selectPrepared(ctx, s.db, text, &n, tenantID, userID)
+	err := selectPrepared(ctx, s.conn(ctx), text, &n, tenantID, userID)
 	if err != nil {
 		return false, fmt.Errorf("check erasure: %w", err)
 	}
@@ -159,7 +159,7 @@ func (s *Store) RecordErasureStep(ctx context.Context, subj ErasureSubject, step
 	if err := subj.validate(); err != nil {
 		return err
 	}
-	_, err := s.db.NewUpdate().Model((*Tombstone)(nil)).
+	_, err := s.conn(ctx).NewUpdate().Model((*Tombstone)(nil)).
 		Set("counts = counts || jsonb_build_object(?::text, ?::bigint)", step, n).
 		Set("steps_done = CASE WHEN ? = ANY(steps_done) THEN steps_done ELSE array_append(steps_done, ?::text) END", step, step).
 		Where("tenant_id = ? AND subject_type = ? AND subject_id = ?", subj.TenantID, subj.Type(), subj.ID()).Exec(ctx)
@@ -175,7 +175,7 @@ func (s *Store) FinishErasure(ctx context.Context, subj ErasureSubject) (*Tombst
 	if err := subj.validate(); err != nil {
 		return nil, err
 	}
-	_, err := s.db.NewUpdate().Model((*Tombstone)(nil)).Set("status = 'DONE', finished_at = coalesce(finished_at, now())").
+	_, err := s.conn(ctx).NewUpdate().Model((*Tombstone)(nil)).Set("status = 'DONE', finished_at = coalesce(finished_at, now())").
 		Where("tenant_id = ? AND subject_type = ? AND subject_id = ?", subj.TenantID, subj.Type(), subj.ID()).Exec(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("finish erasure: %w", err)
@@ -298,7 +298,7 @@ func (s *Store) EraseBatch(ctx context.Context, subj ErasureSubject, step string
 			ORDER BY g.id LIMIT 1), '')
 			WHERE ctid IN (SELECT %[1]s.ctid FROM entities %[1]s WHERE %[2]s LIMIT %[3]d)`, alias, cond, limit)
 	}
-	res, err := s.db.NewRaw(q, erasureArgs{Tenant: subj.TenantID, User: subj.UserID}).Exec(ctx)
+	res, err := s.conn(ctx).NewRaw(q, erasureArgs{Tenant: subj.TenantID, User: subj.UserID}).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("erase %s: %w", step, err)
 	}
@@ -318,7 +318,7 @@ func (s *Store) CountSubjectRows(ctx context.Context, subj ErasureSubject, step 
 	}
 	var n int64
 	q := fmt.Sprintf("SELECT count(*) FROM %s %s WHERE %s", table, alias, cond)
-	err = s.db.NewRaw(q, erasureArgs{Tenant: subj.TenantID, User: subj.UserID}).Scan(ctx, &n)
+	err = s.conn(ctx).NewRaw(q, erasureArgs{Tenant: subj.TenantID, User: subj.UserID}).Scan(ctx, &n)
 	return n, err
 }
 
@@ -328,7 +328,7 @@ func (s *Store) SubjectTaskIDs(ctx context.Context, subj ErasureSubject) ([]stri
 	if err := subj.validate(); err != nil {
 		return nil, err
 	}
-	q := s.db.NewSelect().Table("tasks").Column("id").Where("tenant_id = ?", subj.TenantID)
+	q := s.conn(ctx).NewSelect().Table("tasks").Column("id").Where("tenant_id = ?", subj.TenantID)
 	if subj.UserID != "" {
 		q = q.Where("user_id = ?", subj.UserID)
 	}
@@ -343,7 +343,7 @@ func (s *Store) SubjectWorkflowIDs(ctx context.Context, subj ErasureSubject) ([]
 	if err := subj.validate(); err != nil {
 		return nil, err
 	}
-	q := s.db.NewSelect().Table("events").ColumnExpr("DISTINCT workflow_id").Where("tenant_id = ? AND workflow_id <> ''", subj.TenantID)
+	q := s.conn(ctx).NewSelect().Table("events").ColumnExpr("DISTINCT workflow_id").Where("tenant_id = ? AND workflow_id <> ''", subj.TenantID)
 	if subj.UserID != "" {
 		q = q.Where("user_id = ?", subj.UserID)
 	}
@@ -476,7 +476,7 @@ func (s *Store) FactReads(ctx context.Context, tenantID, factID string) (int64, 
 		N  int64     `bun:"access_count"`
 		At time.Time `bun:"last_accessed_at"`
 	}
-	err := s.db.NewSelect().Table("fact_access").Column("access_count", "last_accessed_at").
+	err := s.conn(ctx).NewSelect().Table("fact_access").Column("access_count", "last_accessed_at").
 		Where("tenant_id = ? AND fact_id = ?", tenantID, factID).Scan(ctx, &row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, nil
@@ -501,7 +501,7 @@ func (s *Store) ListAccess(ctx context.Context, tenantID string, f AccessFilter)
 		return nil, err
 	}
 	var out []AccessEntry
-	q := s.db.NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
+	q := s.conn(ctx).NewSelect().Model(&out).Where("tenant_id = ?", tenantID)
 	if f.UserID != "" {
 		q = q.Where("user_id = ?", f.UserID)
 	}

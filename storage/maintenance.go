@@ -26,7 +26,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (int, e
 		TenantID  string `bun:"tenant_id"`
 		MemoryKey string `bun:"memory_key"`
 	}
-	if err := s.db.NewSelect().Table("facts").Column("tenant_id", "memory_key").
+	if err := s.conn(ctx).NewSelect().Table("facts").Column("tenant_id", "memory_key").
 		Where("status = 'ACTIVE' AND valid_until IS NOT NULL AND valid_until <= ?", now).
 		Order("valid_until").Limit(int64(limit)).Scan(ctx, &due); err != nil {
 		return 0, fmt.Errorf("find expired facts: %w", err)
@@ -83,7 +83,7 @@ func (s *Store) DecayImportance(ctx context.Context, now time.Time, p DecayPolic
 	if limit <= 0 {
 		limit = 1000
 	}
-	res, err := s.db.NewRaw(`UPDATE facts SET importance = greatest(?::real, importance * ?::real)
+	res, err := s.conn(ctx).NewRaw(`UPDATE facts SET importance = greatest(?::real, importance * ?::real)
 		WHERE ctid IN (SELECT f.ctid FROM facts f LEFT JOIN fact_access a ON a.tenant_id = f.tenant_id AND a.fact_id = f.id
 			WHERE f.status = 'ACTIVE' AND f.importance > ?::real AND coalesce(a.last_accessed_at, f.recorded_at) < ? LIMIT ?)`,
 		p.Floor, p.Factor, p.Floor+1e-6, now.Add(-p.IdleFor), limit).Exec(ctx)
@@ -180,7 +180,7 @@ func (s *Store) ConsolidationCandidates(ctx context.Context, types []memory.Memo
 		limit = 100
 	}
 	var out []ConsolidationGroup
-	err := s.db.NewRaw(`SELECT `+groupCols+`, count(*) AS n FROM facts
+	err := s.conn(ctx).NewRaw(`SELECT `+groupCols+`, count(*) AS n FROM facts
 		WHERE status = 'ACTIVE' AND memory_type IN (?) AND observed_at < ? AND memory_key NOT LIKE 'consolidated|%'
 		GROUP BY `+groupCols+` HAVING count(*) >= ? ORDER BY count(*) DESC LIMIT ?`,
 		bun.In(types), before, min, limit).Scan(ctx, &out)
@@ -190,7 +190,7 @@ func (s *Store) ConsolidationCandidates(ctx context.Context, types []memory.Memo
 // GroupFacts loads the ACTIVE facts of a group (oldest first) and its current
 // summary, if one exists.
 func (s *Store) GroupFacts(ctx context.Context, g ConsolidationGroup, types []memory.MemoryType, before time.Time) (facts []Fact, summary *Fact, err error) {
-	err = s.db.NewSelect().Model(&facts).ExcludeColumn("embedding").
+	err = s.conn(ctx).NewSelect().Model(&facts).ExcludeColumn("embedding").
 		Where("tenant_id = ? AND status = 'ACTIVE' AND memory_type IN (?) AND observed_at < ? AND memory_key NOT LIKE 'consolidated|%'", g.TenantID, bun.In(types), before).
 		Where("scope = ? AND department_id = ? AND user_id = ? AND agent_id = ? AND session_id = ? AND task_id = ?", g.Scope, g.DepartmentID, g.UserID, g.AgentID, g.SessionID, g.TaskID).
 		Where("subject = ? AND predicate = ? AND entity_type = ? AND entity_id = ?", g.Subject, g.Predicate, g.EntityType, g.EntityID).
@@ -198,7 +198,7 @@ func (s *Store) GroupFacts(ctx context.Context, g ConsolidationGroup, types []me
 	if err != nil {
 		return nil, nil, err
 	}
-	cur, err := CurrentFact(ctx, s.db, g.TenantID, g.Key())
+	cur, err := CurrentFact(ctx, s.conn(ctx), g.TenantID, g.Key())
 	if err == ErrNotFound {
 		return facts, nil, nil
 	}
@@ -283,7 +283,7 @@ func (s *Store) AttributeUsage(ctx context.Context, tenantID string, since time.
 		FROM candidates c CROSS JOIN LATERAL jsonb_each(c.attributes) a
 		WHERE c.created_at >= ? AND (? = '' OR c.tenant_id = ?)
 		GROUP BY 1, 2, 3, 4 ORDER BY n DESC, 1, 2, 4`
-	err := s.db.NewRaw(q, since, tenantID, tenantID).Scan(ctx, &out)
+	err := s.conn(ctx).NewRaw(q, since, tenantID, tenantID).Scan(ctx, &out)
 	return out, err
 }
 
@@ -301,7 +301,7 @@ func (s *Store) RejectedReasons(ctx context.Context, tenantID string, since time
 		SchemaName string `bun:"schema_name"`
 		Reason     string `bun:"status_reason"`
 	}
-	err := s.db.NewRaw(`SELECT schema_name, status_reason FROM events WHERE status = 'UNPARSED' AND received_at >= ?
+	err := s.conn(ctx).NewRaw(`SELECT schema_name, status_reason FROM events WHERE status = 'UNPARSED' AND received_at >= ?
 		AND (? = '' OR tenant_id = ?) ORDER BY received_at DESC LIMIT ?`, since, tenantID, tenantID, limit).Scan(ctx, &out)
 	return out, err
 }
@@ -312,7 +312,7 @@ func (s *Store) FactCounts(ctx context.Context, tenantID, userID string) (map[st
 		Status string `bun:"status"`
 		N      int    `bun:"n"`
 	}
-	q := s.db.NewSelect().Table("facts").ColumnExpr("status, count(*) AS n").Where("tenant_id = ?", tenantID).GroupExpr("status")
+	q := s.conn(ctx).NewSelect().Table("facts").ColumnExpr("status, count(*) AS n").Where("tenant_id = ?", tenantID).GroupExpr("status")
 	if userID != "" {
 		q = q.Where("user_id = ?", userID)
 	}
@@ -342,6 +342,6 @@ func SummaryAttributes(n int, first, last time.Time, objects []string) json.RawM
 // has been running is past that; engram bench write calls this after its warm-up so
 // that it measures one.
 func (s *Store) Analyze(ctx context.Context) error {
-	_, err := s.db.ExecContext(ctx, "ANALYZE")
+	_, err := s.conn(ctx).ExecContext(ctx, "ANALYZE")
 	return err
 }

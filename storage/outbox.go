@@ -113,7 +113,7 @@ func (s *Store) EvidencePage(ctx context.Context, tenantID, afterID string, limi
 }
 
 func (s *Store) page(ctx context.Context, model any, tenantID, afterID string, limit int) error {
-	q := s.db.NewSelect().Model(model).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
+	q := s.conn(ctx).NewSelect().Model(model).ExcludeColumn("embedding").Where("tenant_id = ?", tenantID)
 	if afterID != "" {
 		q = q.Where("id > ?", afterID)
 	}

@@ -67,15 +67,15 @@ func (s *Store) GetSchema(ctx context.Context, tenantID, name string, version in
 	}
 	sc := new(StoredSchema)
 	if version > 0 {
-		text := preparedText(s.db, "GetSchema version", func(db bun.IDB, p []any) string {
+		text := preparedText(s.conn(ctx), "GetSchema version", func(db bun.IDB, p []any) string {
 			return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ? AND version = ?", p...).String()
 		}, 3)
-		return sc, notFound(firstPrepared(ctx, s.db, text, sc, tenantID, name, version))
+		return sc, notFound(firstPrepared(ctx, s.conn(ctx), text, sc, tenantID, name, version))
 	}
-	text := preparedText(s.db, "GetSchema latest", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "GetSchema latest", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ?", p...).Order("version DESC").Limit(1).String()
 	}, 2)
-	return sc, notFound(firstPrepared(ctx, s.db, text, sc, tenantID, name))
+	return sc, notFound(firstPrepared(ctx, s.conn(ctx), text, sc, tenantID, name))
 }
 
 // SchemaVersions lists the stored versions of a schema, ascending.
@@ -84,7 +84,7 @@ func (s *Store) SchemaVersions(ctx context.Context, tenantID, name string) ([]in
 		return nil, err
 	}
 	var out []int
-	err := s.db.NewSelect().Model((*StoredSchema)(nil)).Column("version").
+	err := s.conn(ctx).NewSelect().Model((*StoredSchema)(nil)).Column("version").
 		Where("tenant_id = ? AND name = ?", tenantID, name).Order("version").Scan(ctx, &out)
 	return out, err
 }

@@ -72,10 +72,10 @@ func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (*Se
 		return nil, err
 	}
 	out := new(Session)
-	text := preparedText(s.db, "GetSession", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "GetSession", func(db bun.IDB, p []any) string {
 		return db.NewSelect().Model((*Session)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
 	}, 2)
-	return out, notFound(firstPrepared(ctx, s.db, text, out, tenantID, sessionID))
+	return out, notFound(firstPrepared(ctx, s.conn(ctx), text, out, tenantID, sessionID))
 }
 
 // AppendTurn adds a turn to a session's working memory, keeping the last keep
@@ -117,7 +117,7 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 	// wrote in between (turn_count is the version).
 	sess, err := s.GetSession(ctx, tenantID, sessionID)
 	if errors.Is(err, ErrNotFound) {
-		if _, err := s.db.NewInsert().Model(&Session{TenantID: tenantID, ID: sessionID, UserID: userID, Recent: []Turn{}}).
+		if _, err := s.conn(ctx).NewInsert().Model(&Session{TenantID: tenantID, ID: sessionID, UserID: userID, Recent: []Turn{}}).
 			On("CONFLICT (tenant_id, id) DO NOTHING").Exec(ctx); err != nil {
 			return nil, false, fmt.Errorf("create session: %w", err)
 		}
@@ -146,7 +146,7 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 	if err != nil {
 		return nil, false, err
 	}
-	text := preparedText(s.db, "appendTurn", func(db bun.IDB, p []any) string {
+	text := preparedText(s.conn(ctx), "appendTurn", func(db bun.IDB, p []any) string {
 		return db.NewUpdate().Model((*Session)(nil)).
 			Set("recent = ?::jsonb", p[0]).
 			Set("turn_count = turn_count + 1").
@@ -154,7 +154,7 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 			Set("updated_at = now()").
 			Where("tenant_id = ? AND id = ? AND turn_count = ?", p[2:]...).String()
 	}, 5)
-	res, err := execPrepared(ctx, s.db, text, string(raw), userID, tenantID, sessionID, sess.TurnCount)
+	res, err := execPrepared(ctx, s.conn(ctx), text, string(raw), userID, tenantID, sessionID, sess.TurnCount)
 	if err != nil {
 		return nil, false, fmt.Errorf("update session: %w", err)
 	}
@@ -174,7 +174,7 @@ func (s *Store) SetSessionSummary(ctx context.Context, tenantID, sessionID strin
 	if err := checkTenant(tenantID); err != nil {
 		return false, err
 	}
-	res, err := s.db.NewUpdate().Model((*Session)(nil)).
+	res, err := s.conn(ctx).NewUpdate().Model((*Session)(nil)).
 		Set("summary = ?, summarized_at_turn = ?, updated_at = now()", summary, atTurn).
 		Where("tenant_id = ? AND id = ? AND summarized_at_turn < ?", tenantID, sessionID, atTurn).Exec(ctx)
 	if err != nil {

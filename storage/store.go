@@ -206,7 +206,26 @@ func checkTenant(tenantID string) error {
 	return nil
 }
 
-// InTx runs fn in a transaction.
+// InTx runs fn in a transaction: in a savepoint of ctx's transaction when ctx
+// carries one of this store (WithTx).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.db.RunInTx(ctx, nil, fn)
+	return s.conn(ctx).RunInTx(ctx, nil, fn)
+}
+
+// txKey is the context key of a transaction the store's methods run in.
+type txKey struct{ db *bun.DB }
+
+// WithTx returns ctx with tx: the store's methods called with it run in tx (one
+// commit for many statements, as a batch writes a run of events). tx must not be
+// used by two goroutines at once.
+func (s *Store) WithTx(ctx context.Context, tx bun.Tx) context.Context {
+	return context.WithValue(ctx, txKey{s.db}, tx)
+}
+
+// conn is where the store's statements run: ctx's transaction (WithTx), else the pool.
+func (s *Store) conn(ctx context.Context) bun.IDB {
+	if tx, ok := ctx.Value(txKey{s.db}).(bun.Tx); ok {
+		return tx
+	}
+	return s.db
 }

@@ -107,7 +107,7 @@ func (s *Store) GetTask(ctx context.Context, tenantID, taskID string) (*Task, er
 		return nil, err
 	}
 	t := new(Task)
-	err := s.db.NewSelect().Model(t).Where("tenant_id = ? AND id = ?", tenantID, taskID).Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(t).Where("tenant_id = ? AND id = ?", tenantID, taskID).Scan(ctx)
 	return t, notFound(err)
 }
 
@@ -117,6 +117,6 @@ func (s *Store) ListTaskTransitions(ctx context.Context, tenantID, taskID string
 		return nil, err
 	}
 	var out []TaskTransition
-	err := s.db.NewSelect().Model(&out).Where("tenant_id = ? AND task_id = ?", tenantID, taskID).Order("seq").Scan(ctx)
+	err := s.conn(ctx).NewSelect().Model(&out).Where("tenant_id = ? AND task_id = ?", tenantID, taskID).Order("seq").Scan(ctx)
 	return out, err
 }

@@ -142,7 +142,7 @@ func (s *Store) Overlaps(ctx context.Context, tenantID string) ([]Overlap, error
 		return nil, err
 	}
 	var out []Overlap
-	err := s.db.NewRaw(`SELECT a.memory_key, a.revision AS revision_a, b.revision AS revision_b, greatest(a.valid_from, b.valid_from) AS "from"
+	err := s.conn(ctx).NewRaw(`SELECT a.memory_key, a.revision AS revision_a, b.revision AS revision_b, greatest(a.valid_from, b.valid_from) AS "from"
 		FROM facts a JOIN facts b ON b.tenant_id = a.tenant_id AND b.memory_key = a.memory_key AND b.revision > a.revision
 		WHERE a.tenant_id = ? AND a.status IN ('ACTIVE', 'SUPERSEDED') AND b.status IN ('ACTIVE', 'SUPERSEDED')
 		AND tstzrange(a.valid_from, a.valid_until) && tstzrange(b.valid_from, b.valid_until)

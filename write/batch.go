@@ -39,6 +39,15 @@ const (
 	batchSlicesVersion = 1
 )
 
+// batchRunsChange (workflow.GetVersion): a batch writes each user's events in runs
+// of up to MaxRunEvents, one WriteRun local activity each (see run.go), where it
+// wrote each event in a Record, an Extract, a Validate, an UpdateSession and a
+// MarkEvent local activity of its own.
+const (
+	batchRunsChange  = "batch-runs"
+	batchRunsVersion = 1
+)
+
 // A workflow task of a batch writes at most DefaultBatchSlice events, and begins
 // none after sliceTime: with the events in flight then, a task runs about 0.5 to
 // 0.8 s however busy the machine (on two shared cores one event took 10 to 90 ms).
@@ -140,6 +149,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	if slice > 0 {
 		sliceStart = wallClock(ctx)
 	}
+	runs := slice > 0 && workflow.GetVersion(ctx, batchRunsChange, workflow.DefaultVersion, batchRunsVersion) >= batchRunsVersion
 	for w := 0; w < par && w < len(users); w++ {
 		running++
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -147,22 +157,28 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 			for next < len(users) && firstErr == nil {
 				u := users[next]
 				next++
-				for _, i := range groups[u] {
+				idx := groups[u]
+				for k := 0; k < len(idx); {
+					n := 1 // events of the step: an event, or a run (WriteRun)
+					if runs {
+						n = min(MaxRunEvents, len(idx)-k)
+					}
 					if slice > 0 {
 						if workflow.Await(ctx, func() bool { return !full }) != nil || firstErr != nil {
 							return
 						}
-						started++
-						full = started >= slice || started%sliceClockEvery == 0 && wallClock(ctx).Sub(sliceStart) >= sliceTime
+						n = min(n, slice-started)
+						started += n
+						full = started >= slice || (runs || started%sliceClockEvery == 0) && wallClock(ctx).Sub(sliceStart) >= sliceTime
 					}
 					writing++
-					wr, err := writeEvent(ctx, st, opts, in.Events[i], rv)
+					done, err := writeEvents(ctx, st, opts, in.Events, idx[k:k+n], ws, rv, runs)
 					writing--
-					ws[i] = wr
 					if err != nil {
-						firstErr = fmt.Errorf("events[%d]: %w", i, err)
+						firstErr = err
 						return
 					}
+					k += done
 				}
 			}
 		})
@@ -215,6 +231,44 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		}
 	}
 	return out, nil
+}
+
+// writeEvents writes the events of idx (one user's, in time order) into ws: as a
+// run (WriteRun), or one by one. done is how many it wrote, at least one; err names
+// the event that failed the batch.
+func writeEvents(ctx workflow.Context, st steps, opts MemoryWriteInput, events []memory.IngestEvent, idx []int, ws []*written, rv *reviewState, run bool) (done int, err error) {
+	var rr WriteRunResult
+	if run {
+		var a *MemoryActivities
+		wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+		in := WriteRunInput{ExtractAttempts: opts.ExtractAttempts}
+		for _, i := range idx {
+			in.Records = append(in.Records, RecordInput{Event: events[i], WorkflowID: wfID})
+		}
+		if err := workflow.ExecuteLocalActivity(fastLocalActivity(ctx), a.WriteRun, in).Get(ctx, &rr); err != nil {
+			return 0, fmt.Errorf("events[%d]: %w", idx[0], err)
+		}
+	}
+	for j := range rr.Results {
+		i := idx[j]
+		wr, err := writeEventFrom(ctx, st, opts, events[i], rv, &rr.Results[j])
+		ws[i] = wr
+		if err != nil {
+			return j, fmt.Errorf("events[%d]: %w", i, err)
+		}
+	}
+	done = len(rr.Results)
+	if done == len(idx) || done > 0 && !rr.Results[done-1].Done {
+		return done, nil // all written, or the last goes on from its Record
+	}
+	// Not in a run (or the run left it: it fails for good): the event's own steps.
+	i := idx[done]
+	wr, err := writeEvent(ctx, st, opts, events[i], rv)
+	ws[i] = wr
+	if err != nil {
+		return done, fmt.Errorf("events[%d]: %w", i, err)
+	}
+	return done + 1, nil
 }
 
 // wallClock is the time now, recorded in the history (a side effect), so a replay

@@ -312,6 +312,12 @@ type pendingItem struct {
 // writeEvent runs record → extract/validate → govern → commit of the trusted
 // candidates for one event; candidates that need a human are returned pending.
 func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState) (*written, error) {
+	return writeEventFrom(ctx, st, in, ev, rv, nil)
+}
+
+// writeEventFrom is writeEvent after its first step, when pre (a batch's WriteRun)
+// holds what it did.
+func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState, pre *FastWriteResult) (*written, error) {
 	var a *MemoryActivities
 	logger := workflow.GetLogger(ctx)
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -321,7 +327,9 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 		rin.ExtractAttempts, rin.UpdateSession = in.ExtractAttempts, true
 	}
 	var fast *FastWriteResult
-	if st.rev >= 2 && st.inline() && in.PauseBeforeCommit == 0 {
+	if pre != nil {
+		w.rec, fast = pre.Record, pre
+	} else if st.rev >= 2 && st.inline() && in.PauseBeforeCommit == 0 {
 		// Revision 2: the whole write in one step when the extractor runs in process.
 		var fw FastWriteResult
 		if err := st.db(ctx, a.FastWrite, FastWriteInput{Record: rin, ExtractAttempts: in.ExtractAttempts}).Get(ctx, &fw); err != nil {

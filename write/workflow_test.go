@@ -153,6 +153,16 @@ func newWriteHarness(t *testing.T) *writeHarness {
 	}
 	h.env.OnActivity(wa.MarkEvent, mock.Anything, mock.Anything).Return(mark)
 	// Revision 2's one step is the harness's own steps in a row.
+	h.env.OnActivity(wa.WriteRun, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in WriteRunInput) (WriteRunResult, error) {
+			h.mu.Lock()
+			h.log = append(h.log, fmt.Sprintf("run:%d", len(in.Records)))
+			h.mu.Unlock()
+			return writeRun(ctx, in, runSteps{record: record, governCommit: governCommit, mark: mark,
+				begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
+					return ctx, func(bool) error { return nil }, nil
+				}})
+		})
 	h.env.OnActivity(wa.FastWrite, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
 			h.mu.Lock()
@@ -1009,9 +1019,11 @@ func TestMemoryWriteBatchSlices(t *testing.T) {
 	for i, u := range []string{"u1", "u2", "u1", "u3", "u2", "u1", "u3"} {
 		evs = append(evs, event(fmt.Sprintf("%s-%d", u, i), u, fmt.Sprintf("aisle seat %d", i), t0.Add(time.Duration(i)*time.Minute)))
 	}
+	// With slices of 2, the 7 events take at least 4 tasks: 3 timers, more when a
+	// user's run (WriteRun) leaves a slice part full for users that wait.
 	for _, tc := range []struct {
-		slice, timers int
-	}{{2, 3}, {0, 0}} {
+		slice, timers, most int
+	}{{2, 3, 6}, {0, 0, 0}} {
 		t.Run(fmt.Sprintf("slice %d", tc.slice), func(t *testing.T) {
 			h := batchHarness(t)
 			// Each slice ends with a timer (the next task starts with it, or with an
@@ -1024,7 +1036,8 @@ func TestMemoryWriteBatchSlices(t *testing.T) {
 			require.NoError(t, h.env.GetWorkflowResult(&res))
 			assert.Equal(t, len(evs), res.Committed)
 
-			assert.Equal(t, tc.timers, h.called("slice"))
+			assert.GreaterOrEqual(t, h.called("slice"), tc.timers)
+			assert.LessOrEqual(t, h.called("slice"), tc.most)
 			perSlice, most := 0, 0
 			for _, l := range h.log {
 				switch {

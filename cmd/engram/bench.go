@@ -83,6 +83,11 @@ it from where it stands (--reload: from nothing).`,
 				return err
 			}
 			if history != "" {
+				stopProfile, err := startCPUProfile(cpuProfile) // the growth and the recalls
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
 				return benchHistory(cmd, history, concs, queries, lightTurns, batchSize, ingestCallers, dbURL, reload, asJSON)
 			}
 			if tenants <= 0 || facts <= 0 || evidence <= 0 || queries <= 0 {
@@ -256,7 +261,7 @@ it from where it stands (--reload: from nothing).`,
 	f.StringVar(&accessLog, "access-log", "async", "access log writes: async, sync or off")
 	f.BoolVar(&timings, "timings", false, "instead of the table, show where a recall spends its time (mean per step and per retriever)")
 	f.IntVar(&embedCache, "embed-cache", 0, "query embeddings the engines cache (0: none, every query is embedded; the engine's default is 4096)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file (go tool pprof)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the measured runs (with --history: of the whole run) to this file (go tool pprof)")
 	f.IntVar(&maxStatements, "max-statements", 0, "recall statements on Postgres at once (recall.Options.MaxStatements; 0: the default, GOMAXPROCS + 1; -1: no bound)")
 	f.BoolVar(&oneStatement, "one-statement", false, "run every retriever in one statement (recall.Options.OneStatement) instead of two at once when a recall runs alone")
 	f.StringSliceVar(&retrievers, "retrievers", nil, "run only these retrievers (semantic, keyword, graph, structured, recent; default all): what each costs")

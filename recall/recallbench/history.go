@@ -100,13 +100,22 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 	}
 	defer stop()
 	a := b.App()
+	// The turns' idempotency keys name the database they are written to (its oid,
+	// new when --reload makes it again): a write's key is its Temporal workflow id,
+	// and the finished workflows of a dropped database's turns, still in the
+	// namespace, would answer COMMITTED for turns this one never stored.
+	var dbOID int64
+	if err := a.Store.DB().NewRaw("SELECT oid::int8 FROM pg_database WHERE datname = current_database()").Scan(ctx, &dbOID); err != nil {
+		return nil, fmt.Errorf("read the bench database's oid: %w", err)
+	}
+	keys := fmt.Sprintf("hist%d", dbOID)
 	rep := &HistoryReport{LightTurns: cfg.LightTurns, Embedder: a.Embedder.Name(), LoadBefore: cpustat.LoadAvg()}
-	if _, err := grow(ctx, b.API(), a.Store, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
+	if _, err := grow(ctx, b.API(), a.Store, keys, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
 		return nil, err
 	}
 	run := &Runner{Store: a.Store, Composite: a.Recall}
 	for _, size := range cfg.Sizes {
-		ing, err := grow(ctx, b.API(), a.Store, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
+		ing, err := grow(ctx, b.API(), a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +182,7 @@ func PrintHistory(out io.Writer, rep *HistoryReport) {
 
 // grow writes user's turns until the user has size of them (turn i is always the
 // same event, keyed by its place), batchSize a call, and measures the rate.
-func grow(ctx context.Context, api *client.Client, st *storage.Store, user string, size, batchSize, callers int, msgs io.Writer) (HistoryIngest, error) {
+func grow(ctx context.Context, api *client.Client, st *storage.Store, keys, user string, size, batchSize, callers int, msgs io.Writer) (HistoryIngest, error) {
 	have, err := storedTurns(ctx, st, user)
 	if err != nil {
 		return HistoryIngest{}, err
@@ -192,7 +201,7 @@ func grow(ctx context.Context, api *client.Client, st *storage.Store, user strin
 		i := from + b*batchSize
 		evs := make([]*engramv1.Event, 0, batchSize)
 		for j := i; j < min(i+batchSize, size); j++ {
-			evs = append(evs, historyTurn(user, j))
+			evs = append(evs, historyTurn(keys, user, j))
 		}
 		res, err := api.IngestBatch(ctx, evs, client.WaitFor(5*time.Minute))
 		if err != nil {
@@ -252,10 +261,10 @@ const (
 	MaxHistoryTurns = 1_000_000
 )
 
-// historyTurn is turn i of user's history: sessions of twenty turns six hours apart,
+// historyTurn is turn i of user's history, its idempotency key keys-user-i: sessions of twenty turns six hours apart,
 // the user and the assistant taking turns, each user turn about people, places,
 // activities and things, each reply asking after what was said.
-func historyTurn(user string, i int) *engramv1.Event {
+func historyTurn(keys, user string, i int) *engramv1.Event {
 	seed := uint64(i)
 	if user != heavyUser {
 		seed += 1 << 40
@@ -264,7 +273,7 @@ func historyTurn(user string, i int) *engramv1.Event {
 	session := i / 20
 	at := historyStart.Add(time.Duration(session)*historySessionGap + time.Duration(i%20)*90*time.Second)
 	ev := &engramv1.Event{
-		IdempotencyKey: fmt.Sprintf("hist-%s-%d", user, i), UserId: user, SessionId: fmt.Sprintf("%s-s%d", user, session),
+		IdempotencyKey: fmt.Sprintf("%s-%s-%d", keys, user, i), UserId: user, SessionId: fmt.Sprintf("%s-s%d", user, session),
 		EventType: engramv1.EventType_EVENT_TYPE_MESSAGE, OccurredAt: timestamppb.New(at), Schema: "general",
 	}
 	if i%2 == 1 {

@@ -12,13 +12,13 @@ import (
 // more than a day ahead, which stopped a 100k run at turn 87,000 when sessions were a
 // day apart from 2015.
 func TestHistoryDatesStayInThePast(t *testing.T) {
-	last := historyTurn(heavyUser, MaxHistoryTurns-1).GetOccurredAt().AsTime()
+	last := historyTurn("hist", heavyUser, MaxHistoryTurns-1).GetOccurredAt().AsTime()
 	if !last.Before(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("turn %d is dated %s, too close to today", MaxHistoryTurns-1, last)
 	}
-	prev := historyTurn(heavyUser, 0).GetOccurredAt().AsTime()
+	prev := historyTurn("hist", heavyUser, 0).GetOccurredAt().AsTime()
 	for _, i := range []int{1, 19, 20, 21, 99_999, 100_000} {
-		at := historyTurn(heavyUser, i).GetOccurredAt().AsTime()
+		at := historyTurn("hist", heavyUser, i).GetOccurredAt().AsTime()
 		if !at.After(prev) {
 			t.Fatalf("turn %d at %s is not after the turn before it (%s)", i, at, prev)
 		}
