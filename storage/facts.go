@@ -508,13 +508,27 @@ func (s *Store) SetFactEmbedding(ctx context.Context, tenantID, factID string, v
 	return err
 }
 
-// SetEvidenceEmbedding stores an evidence row's vector.
-func (s *Store) SetEvidenceEmbedding(ctx context.Context, tenantID, evidenceID string, v pgvector.Vector) error {
-	if err := validateEmbedding("embedding", &v); err != nil {
-		return err
+// SetEvidenceEmbeddings sets the vectors of many turns of the tenant in one
+// statement: one statement-level trigger run and one round trip for all, where
+// SetEvidenceEmbedding for each ran them per turn (2.5 ms a turn of Postgres's
+// time when a batch's Index steps set 3,000: pg_stat_statements).
+func (s *Store) SetEvidenceEmbeddings(ctx context.Context, tenantID string, ids []string, vs []pgvector.Vector) error {
+	if len(ids) != len(vs) {
+		return fmt.Errorf("storage: %d evidence ids for %d vectors", len(ids), len(vs))
 	}
-	_, err := s.conn(ctx).NewUpdate().Model((*Evidence)(nil)).Set("embedding = ?", v).
-		Where("tenant_id = ? AND id = ?", tenantID, evidenceID).Exec(ctx)
+	if len(ids) == 0 {
+		return nil
+	}
+	texts := make([]string, len(vs))
+	for i := range vs {
+		if err := validateEmbedding(fmt.Sprintf("embeddings[%d]", i), &vs[i]); err != nil {
+			return err
+		}
+		texts[i] = vs[i].String()
+	}
+	_, err := s.conn(ctx).NewRaw(`UPDATE evidence e SET embedding = d.v
+		FROM unnest(?::uuid[], ?::vector[]) AS d(id, v)
+		WHERE e.tenant_id = ? AND e.id = d.id`, TextArray(ids), TextArray(texts), tenantID).Exec(ctx)
 	return err
 }
 

@@ -207,9 +207,13 @@ func checkTenant(tenantID string) error {
 }
 
 // InTx runs fn in a transaction: in a savepoint of ctx's transaction when ctx
-// carries one of this store (WithTx).
+// carries one of this store (WithTx). fn's context carries tx, so the store's
+// methods called with it run in tx too (bun hands a savepoint's function the
+// context its transaction began with).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.conn(ctx).RunInTx(ctx, nil, fn)
+	return s.conn(ctx).RunInTx(ctx, nil, func(_ context.Context, tx bun.Tx) error {
+		return fn(s.WithTx(ctx, tx), tx)
+	})
 }
 
 // txKey is the context key of a transaction the store's methods run in.

@@ -1182,10 +1182,9 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		table string
 		ids   []string
 		load  func(context.Context, string, []string) ([]storage.TextToEmbed, error)
-		set   func(context.Context, string, string, pgvector.Vector) error
 	}{
-		{"facts", in.FactIDs, a.Store.FactsToEmbed, a.Store.SetFactEmbedding},
-		{"evidence", in.EvidenceIDs, a.Store.EvidenceToEmbed, a.Store.SetEvidenceEmbedding},
+		{"facts", in.FactIDs, a.Store.FactsToEmbed},
+		{"evidence", in.EvidenceIDs, a.Store.EvidenceToEmbed},
 	} {
 		rows, err := t.load(ctx, in.TenantID, t.ids)
 		if err != nil {
@@ -1194,19 +1193,51 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 		if len(rows) == 0 {
 			continue
 		}
-		texts := make([]string, len(rows))
+		// A turn's sentences are embedded with it, as Record does (recall scores a
+		// turn by its best sentence): texts[first[i]:first[i+1]] are row i's.
+		var texts []string
+		first := make([]int, len(rows)+1)
 		for i, r := range rows {
 			// Vectors are built from the clear (redacted) text, never the sealed column.
-			texts[i] = embedText(r.Content, r.Speaker, r.UserID)
+			texts = append(texts, embedText(r.Content, r.Speaker, r.UserID))
+			if t.table == "evidence" {
+				for _, sn := range storage.Sentences(r.Content) {
+					texts = append(texts, embedText(sn, r.Speaker, r.UserID))
+				}
+			}
+			first[i+1] = len(texts)
 		}
-		vecs, err := a.Embedder.Embed(ctx, texts)
+		vecs, err := a.embedMany(ctx, texts)
 		if err != nil {
 			return fmt.Errorf("embed %s: %w", t.table, err)
 		}
-		for i, r := range rows {
-			if err := t.set(ctx, in.TenantID, r.ID, pgvector.NewVector(vecs[i])); err != nil {
-				return fmt.Errorf("store %s embedding: %w", t.table, err)
+		// One commit for the chunk's rows, not one each.
+		err = a.Store.InTx(ctx, func(tctx context.Context, _ bun.Tx) error {
+			if t.table == "evidence" {
+				ids, vs := make([]string, len(rows)), make([]pgvector.Vector, len(rows))
+				for i, r := range rows {
+					ids[i], vs[i] = r.ID, *vecs[first[i]]
+				}
+				if err := a.Store.SetEvidenceEmbeddings(tctx, in.TenantID, ids, vs); err != nil {
+					return fmt.Errorf("store evidence embeddings: %w", err)
+				}
 			}
+			for i, r := range rows {
+				if t.table == "facts" {
+					if err := a.Store.SetFactEmbedding(tctx, in.TenantID, r.ID, *vecs[first[i]]); err != nil {
+						return fmt.Errorf("store facts embedding: %w", err)
+					}
+				}
+				if t.table == "evidence" && first[i+1] > first[i]+1 {
+					if err := a.Store.InsertEvidenceSentences(tctx, in.TenantID, r.ID, r.UserID, vecs[first[i]+1:first[i+1]]); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -32,6 +32,7 @@ var runTexts = []string{
 	"预算不超过8000元", "以后预算不超过9000元", "预算不超过12000元", "我以后尽量都坐直飞",
 	"I prefer an aisle seat", "I prefer a window seat", "thanks, that helps", "ok", "我的订单12345没收到",
 	"what time is it in Lisbon?", "sounds good, book it", "I don't want layovers",
+	"We landed in Lisbon late on Friday night. The next morning we walked up to the castle and ate sardines by the river.",
 }
 
 // runEvents is a random history of users' turns in time order, keys prefixed.
@@ -59,6 +60,8 @@ func (e *env) memoryOf(tenant string, evs []memory.IngestEvent) map[string]any {
 		sort.Strings(facts)
 		out[u+" facts"] = facts
 		out[u+" evidence"] = e.count("evidence", "tenant_id = ? AND user_id = ?", tenant, u)
+		out[u+" embedded"] = e.count("evidence", "tenant_id = ? AND user_id = ? AND embedding IS NOT NULL", tenant, u)
+		out[u+" sentences"] = e.count("evidence_sentences", "tenant_id = ? AND user_id = ?", tenant, u)
 		var turns int
 		require.NoError(e.t, e.st.DB().NewSelect().Table("sessions").ColumnExpr("coalesce(sum(turn_count), 0)").
 			Where("tenant_id = ? AND user_id = ?", tenant, u).Scan(context.Background(), &turns))
@@ -77,7 +80,8 @@ func (e *env) memoryOf(tenant string, evs []memory.IngestEvent) map[string]any {
 
 // Random histories written as batches of random slices remember what the same
 // events written one by one remember: the same facts (supersession in time order),
-// the same event statuses, evidence and session turns.
+// the same event statuses, evidence (with its vectors and its sentences' vectors,
+// which the batch embeds in Index steps) and session turns.
 func TestBatchRunsMatchSingleWrites(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
 	ctx := context.Background()
@@ -104,6 +108,7 @@ func TestBatchRunsMatchSingleWrites(t *testing.T) {
 			facts += len(want[u+" facts"].([]string))
 		}
 		require.NotZero(t, facts, "seed %d: the history makes facts", seed)
+		require.NotZero(t, want["ua sentences"].(int)+want["ub sentences"].(int)+want["uc sentences"].(int), "seed %d: a long turn's sentences", seed)
 		assert.Equal(t, want, e.memoryOf(batchTenant, bevs), "seed %d: %d events, slices of %d", seed, n, slice)
 	}
 }
