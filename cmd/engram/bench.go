@@ -71,7 +71,8 @@ user's history: it grows the user "heavy" through the write path (batch Ingest o
 extractor and embedder: see engram bench write) to each size in turn, a light user
 of --light-turns turns beside it in the same tenant, and measures --queries recalls
 at each --concurrency for both (composite embedder, the query's embedding included),
-with the ingest rate of each growth. Its database is "engram_bench_history" next to
+beside the bare index queries over the heavy user's evidence (HNSW top 10, GIN
+full-text top 10, on a pool of their own), with the ingest rate of each growth. Its database is "engram_bench_history" next to
 ENGRAM_DATABASE_URL's (or --database-url); the history is kept, and a later run grows
 it from where it stands (--reload: from nothing).`,
 		Args: cobra.NoArgs,

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
@@ -60,6 +62,13 @@ type HistoryPoint struct {
 	RecallQPS   float64 `json:"recall_qps"`
 	LightP50    float64 `json:"light_p50_ms"`
 	LightP95    float64 `json:"light_p95_ms"`
+	// The bare index queries over the heavy user's evidence at this size and
+	// concurrency (the query's embedding included, as in recall): top 10 by
+	// the HNSW index, and by the GIN full-text index.
+	BareVecP50  float64 `json:"bare_vec_p50_ms"`
+	BareVecP95  float64 `json:"bare_vec_p95_ms"`
+	BareTextP50 float64 `json:"bare_text_p50_ms"`
+	BareTextP95 float64 `json:"bare_text_p95_ms"`
 	Errors      int     `json:"errors"`
 	FirstError  string  `json:"first_error,omitempty"`
 }
@@ -71,6 +80,10 @@ type HistoryIngest struct {
 	Seconds      float64 `json:"seconds"`
 	TurnsPerS    float64 `json:"ingest_turns_per_s"`
 	BatchP95Secs float64 `json:"batch_p95_s"`
+	// MaxTaskSecs is the longest workflow task of the growth's batches (from
+	// WorkflowTaskStarted to its WorkflowTaskCompleted in their histories).
+	MaxTaskSecs float64 `json:"max_workflow_task_s"`
+	Batches     int     `json:"batches"`
 }
 
 // HistoryReport is the history bench's result.
@@ -110,12 +123,17 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 	}
 	keys := fmt.Sprintf("hist%d", dbOID)
 	rep := &HistoryReport{LightTurns: cfg.LightTurns, Embedder: a.Embedder.Name(), LoadBefore: cpustat.LoadAvg()}
-	if _, err := grow(ctx, b.API(), a.Store, keys, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
+	if _, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
 		return nil, err
 	}
-	run := &Runner{Store: a.Store, Composite: a.Recall}
+	bare, err := storage.Open(ctx, a.Config.DatabaseURL) // the bare queries' own pool, untouched by the engine's tuning
+	if err != nil {
+		return nil, err
+	}
+	defer bare.Close()
+	run := &Runner{Store: a.Store, Composite: a.Recall, Emb: a.Embedder, Bare: bare}
 	for _, size := range cfg.Sizes {
-		ing, err := grow(ctx, b.API(), a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
+		ing, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -134,9 +152,13 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			fmt.Fprintf(msgs, "history %d: recall at %d caller(s) …\n", size, c)
 			h := run.Measure(ctx, KindRecallComposite, heavyQ, c)
 			l := run.Measure(ctx, KindRecallComposite, lightQ, c)
+			bv := run.Measure(ctx, KindBareEvidenceVec, heavyQ, c)
+			bt := run.Measure(ctx, KindBareEvidenceText, heavyQ, c)
 			p := HistoryPoint{History: size, Concurrency: c, RecallP50: msf(h.P50), RecallP95: msf(h.P95), RecallP99: msf(h.P99),
-				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95), Errors: h.Errors + l.Errors}
-			if e := firstErr(h.FirstErr, l.FirstErr); e != nil {
+				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95),
+				BareVecP50: msf(bv.P50), BareVecP95: msf(bv.P95), BareTextP50: msf(bt.P50), BareTextP95: msf(bt.P95),
+				Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
+			if e := firstErr(h.FirstErr, l.FirstErr, bv.FirstErr, bt.FirstErr); e != nil {
 				p.FirstError = e.Error()
 			}
 			rep.Points = append(rep.Points, p)
@@ -159,17 +181,18 @@ func firstErr(errs ...error) error {
 func PrintHistory(out io.Writer, rep *HistoryReport) {
 	fmt.Fprintf(out, "\nembedder %s; light user %d turns; load average %s → %s\n\n", rep.Embedder, rep.LightTurns, rep.LoadBefore, rep.LoadAfter)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\terrors\t")
+	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\tbare hnsw p50 ms\tp95 ms\tbare fts p50 ms\tp95 ms\terrors\t")
 	for _, p := range rep.Points {
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%d\t\n", p.History, p.Concurrency, p.RecallP50, p.RecallP95, p.RecallP99, p.RecallQPS, p.LightP50, p.LightP95, p.Errors)
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", p.History, p.Concurrency, p.RecallP50, p.RecallP95, p.RecallP99, p.RecallQPS, p.LightP50, p.LightP95,
+			p.BareVecP50, p.BareVecP95, p.BareTextP50, p.BareTextP95, p.Errors)
 	}
 	_ = tw.Flush()
 	if len(rep.Ingest) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "grown to (turns)\tturns written\tseconds\tturns/s\tbatch p95 s\t")
+		fmt.Fprintln(tw, "grown to (turns)\tturns written\tseconds\tturns/s\tbatches\tbatch p95 s\tlongest workflow task s\t")
 		for _, g := range rep.Ingest {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.1f\t\n", g.History, g.Turns, g.Seconds, g.TurnsPerS, g.BatchP95Secs)
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.2f\t\n", g.History, g.Turns, g.Seconds, g.TurnsPerS, g.Batches, g.BatchP95Secs, g.MaxTaskSecs)
 		}
 		_ = tw.Flush()
 	}
@@ -182,7 +205,7 @@ func PrintHistory(out io.Writer, rep *HistoryReport) {
 
 // grow writes user's turns until the user has size of them (turn i is always the
 // same event, keyed by its place), batchSize a call, and measures the rate.
-func grow(ctx context.Context, api *client.Client, st *storage.Store, keys, user string, size, batchSize, callers int, msgs io.Writer) (HistoryIngest, error) {
+func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storage.Store, keys, user string, size, batchSize, callers int, msgs io.Writer) (HistoryIngest, error) {
 	have, err := storedTurns(ctx, st, user)
 	if err != nil {
 		return HistoryIngest{}, err
@@ -197,6 +220,7 @@ func grow(ctx context.Context, api *client.Client, st *storage.Store, keys, user
 	fmt.Fprintf(msgs, "growing %s from %d to %d turns, %d caller(s) …\n", user, have, size, callers)
 	n := (size - from + batchSize - 1) / batchSize
 	var done atomic.Int64
+	runs := make([][2]string, n) // each batch's workflow id and run
 	r := loadgen.Run(ctx, callers, n, func(ctx context.Context, b int) error {
 		i := from + b*batchSize
 		evs := make([]*engramv1.Event, 0, batchSize)
@@ -206,6 +230,9 @@ func grow(ctx context.Context, api *client.Client, st *storage.Store, keys, user
 		res, err := api.IngestBatch(ctx, evs, client.WaitFor(5*time.Minute))
 		if err != nil {
 			return fmt.Errorf("ingest %s's turns %d-%d: %w", user, i, i+len(evs)-1, err)
+		}
+		if len(res.Results) > 0 {
+			runs[b] = [2]string{res.Results[0].WorkflowId, res.Results[0].RunId}
 		}
 		for _, r := range res.Results {
 			if r.Status != engramv1.WriteStatus_WRITE_STATUS_COMMITTED && r.Status != engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY {
@@ -225,7 +252,41 @@ func grow(ctx context.Context, api *client.Client, st *storage.Store, keys, user
 	ing.TurnsPerS = round2(float64(ing.Turns) / ing.Seconds)
 	slices.Sort(r.Latency)
 	ing.BatchP95Secs = round2(pct(r.Latency, 95).Seconds())
+	ing.Batches = n
+	longest, err := longestTask(ctx, tc, runs)
+	if err != nil {
+		return ing, err
+	}
+	ing.MaxTaskSecs = round2(longest.Seconds())
 	return ing, nil
+}
+
+// longestTask is the longest workflow task in the histories of runs.
+func longestTask(ctx context.Context, tc tclient.Client, runs [][2]string) (time.Duration, error) {
+	var longest time.Duration
+	for _, r := range runs {
+		if r[0] == "" {
+			continue
+		}
+		it := tc.GetWorkflowHistory(ctx, r[0], r[1], false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var started time.Time
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return 0, fmt.Errorf("read the history of %s: %w", r[0], err)
+			}
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+				started = e.GetEventTime().AsTime()
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				if !started.IsZero() {
+					longest = max(longest, e.GetEventTime().AsTime().Sub(started))
+				}
+				started = time.Time{}
+			}
+		}
+	}
+	return longest, nil
 }
 
 // storedTurns is how many of user's turns are stored.

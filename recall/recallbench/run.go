@@ -78,6 +78,13 @@ const (
 	KindRecallComposite = "recall (composite)"
 	KindBareVec         = "bare pgvector top-k"
 	KindBareText        = "bare full-text"
+	// The bare queries of engram bench recall --history: one user's evidence (its
+	// tenant and user in the request's principal), top 10 by the HNSW index, and
+	// by the GIN full-text index ranked by ts_rank, with the server's defaults.
+	KindBareEvidenceVec  = "bare pgvector top-k (evidence)"
+	KindBareEvidenceText = "bare full-text (evidence)"
+	bareEvidenceVecSQL   = "SELECT id FROM evidence WHERE tenant_id = ? AND user_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
+	bareEvidenceTextSQL  = "SELECT id FROM evidence WHERE tenant_id = ? AND user_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
 	bareVecSQL          = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
 	bareTextSQL         = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
 	bareTextLimit       = 10
@@ -123,6 +130,17 @@ func (b *Runner) one(ctx context.Context, kind string, req recall.Request) error
 		q := storage.SearchText(req.Query)
 		var ids []string
 		return b.bare().DB().NewRaw(bareTextSQL, req.Principal.TenantID, q, q, bareTextLimit).Scan(ctx, &ids)
+	case KindBareEvidenceVec:
+		vs, err := b.Emb.Embed(ctx, []string{req.Query})
+		if err != nil {
+			return err
+		}
+		var ids []string
+		return b.bare().DB().NewRaw(bareEvidenceVecSQL, req.Principal.TenantID, req.Principal.UserID, pgvector.NewVector(vs[0]), bareTextLimit).Scan(ctx, &ids)
+	case KindBareEvidenceText:
+		q := storage.SearchText(req.Query)
+		var ids []string
+		return b.bare().DB().NewRaw(bareEvidenceTextSQL, req.Principal.TenantID, req.Principal.UserID, q, q, bareTextLimit).Scan(ctx, &ids)
 	}
 	return fmt.Errorf("unknown kind %q", kind)
 }
