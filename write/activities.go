@@ -158,8 +158,13 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	if _, err := a.schemaFor(ctx, e.TenantID, pinned); err != nil {
 		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), memory.ErrTypeUnknownSchema, err)
 	}
-	if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
-		return RecordResult{}, err
+	if m := memoOf(ctx); m == nil || !m.clear[[2]string{e.TenantID, e.UserID}] {
+		if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
+			return RecordResult{}, err
+		}
+		if m != nil {
+			m.clear[[2]string{e.TenantID, e.UserID}] = true
+		}
 	}
 	// Redaction and sealing (when configured) happen before anything is stored: the
 	// keyword index and the vectors are built from the redacted clear text.

@@ -42,17 +42,44 @@ func (a *MemoryActivities) WriteRun(ctx context.Context, in WriteRunInput) (Writ
 	return writeRun(ctx, in, a.runSteps())
 }
 
+// runMemo holds, for one attempt of a run, what every event of it would look up
+// again: the schema version a name pins and the users found not being erased
+// (one statement each per event otherwise). An erasure that begins during the run
+// is as one that begins after an event's own check: its last sweep finds the run's
+// events (see lifecycle).
+type runMemo struct {
+	pinned map[[2]string]string // (tenant, schema name) → the pinned reference
+	clear  map[[2]string]bool   // (tenant, user) → not being erased
+}
+
+type runMemoKey struct{}
+
+func withRunMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, runMemoKey{}, &runMemo{pinned: map[[2]string]string{}, clear: map[[2]string]bool{}})
+}
+
+// memoOf is ctx's run memo, or nil outside a run.
+func memoOf(ctx context.Context) *runMemo {
+	m, _ := ctx.Value(runMemoKey{}).(*runMemo)
+	return m
+}
+
 // runSteps are what a run is made of: FastWrite's steps, and its transactions.
 type runSteps struct {
 	record       func(context.Context, RecordInput) (RecordResult, error)
 	governCommit func(context.Context, GovernInput) (GovernCommitResult, error)
 	mark         func(context.Context, MarkEventInput) error
+	// refuse fails for good when the user is being erased (RefuseDuringErasure).
+	refuse func(ctx context.Context, tenantID, userID string) error
 	// begin starts a transaction: ctx with it, and its end (commit, or else roll back).
 	begin func(ctx context.Context) (context.Context, func(commit bool) error, error)
 }
 
 func (a *MemoryActivities) runSteps() runSteps {
 	return runSteps{record: a.Record, governCommit: a.GovernCommit, mark: a.MarkEvent,
+		refuse: func(ctx context.Context, tenantID, userID string) error {
+			return RefuseDuringErasure(ctx, a.Store, tenantID, userID)
+		},
 		begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
 			tx, err := a.Store.DB().BeginTx(ctx, nil)
 			if err != nil {
@@ -88,13 +115,25 @@ func writeRun(ctx context.Context, in WriteRunInput, st runSteps) (WriteRunResul
 // failure for good, those committed before the transaction it failed in (rolled
 // back), so fewer than stop when that transaction held earlier events.
 func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out WriteRunResult, stop int, err error) {
-	var end func(bool) error // the open transaction's, or nil
+	ctx = withRunMemo(ctx)
+	var end func(bool) error      // the open transaction's, or nil
+	var tctx context.Context      // ctx with the open transaction
+	users := map[[2]string]bool{} // whose events the open transaction holds
 	begin := func() (context.Context, error) {
-		tctx, e, err := st.begin(ctx)
-		end = e
-		return tctx, err
+		c, e, err := st.begin(ctx)
+		tctx, end = c, e
+		return c, err
 	}
+	// commit commits the open transaction, unless one of its users is being erased
+	// now (an erasure that began after the run looked: the run's events would be
+	// committed after the erasure's deletes began); it is then rolled back.
 	commit := func() error {
+		for u := range users {
+			if err := st.refuse(tctx, u[0], u[1]); err != nil {
+				return err
+			}
+		}
+		clear(users)
 		e := end
 		end = nil
 		return e(true)
@@ -104,13 +143,13 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 			_ = end(false)
 		}
 	}()
-	tctx, err := begin()
-	if err != nil {
+	if _, err := begin(); err != nil {
 		return out, 0, err
 	}
 	committed := 0 // of out.Results, those committed
 	for i, r := range in.Records {
 		r.Embed, r.UpdateSession, r.ExtractAttempts = false, true, in.ExtractAttempts
+		users[[2]string{r.Event.TenantID, r.Event.UserID}] = true
 		governed := false
 		fw, err := fastWrite(tctx, FastWriteInput{Record: r, ExtractAttempts: in.ExtractAttempts}, st.record,
 			func(_ context.Context, g GovernInput) (GovernCommitResult, error) {
@@ -124,7 +163,7 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 				if err != nil {
 					return gc, err
 				}
-				tctx, err = begin()
+				_, err = begin()
 				return gc, err
 			}, st.mark)
 		var ae *temporal.ApplicationError
@@ -145,6 +184,12 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 		}
 	}
 	if err := commit(); err != nil {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.NonRetryable() {
+			// Left to the per-event writes: the first event of the transaction fails
+			// the batch (being erased, it is refused).
+			return WriteRunResult{Results: out.Results[:committed]}, committed, nil
+		}
 		return WriteRunResult{}, len(out.Results), err
 	}
 	return out, len(out.Results), nil

@@ -21,14 +21,25 @@ func (a *MemoryActivities) pinSchema(ctx context.Context, tenantID, name string)
 	if strings.HasSuffix(name, schema.BuiltinSuffix) {
 		return name, nil
 	}
+	m := memoOf(ctx)
+	if m != nil {
+		if p, ok := m.pinned[[2]string{tenantID, name}]; ok {
+			return p, nil
+		}
+	}
+	pinned := name + schema.BuiltinSuffix
 	sc, err := a.Store.GetSchema(ctx, tenantID, name, 0)
-	if errors.Is(err, storage.ErrNotFound) {
-		return name + schema.BuiltinSuffix, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+	case err != nil:
 		return "", err
+	default:
+		pinned = fmt.Sprintf("%s@%d", name, sc.Version)
 	}
-	return fmt.Sprintf("%s@%d", name, sc.Version), nil
+	if m != nil {
+		m.pinned[[2]string{tenantID, name}] = pinned
+	}
+	return pinned, nil
 }
 
 // schemaFor resolves a schema reference for a tenant.

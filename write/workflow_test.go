@@ -159,6 +159,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			h.log = append(h.log, fmt.Sprintf("run:%d", len(in.Records)))
 			h.mu.Unlock()
 			return writeRun(ctx, in, runSteps{record: record, governCommit: governCommit, mark: mark,
+				refuse: func(context.Context, string, string) error { return nil },
 				begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
 					return ctx, func(bool) error { return nil }, nil
 				}})
