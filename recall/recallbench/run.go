@@ -85,9 +85,9 @@ const (
 	KindBareEvidenceText = "bare full-text (evidence)"
 	bareEvidenceVecSQL   = "SELECT id FROM evidence WHERE tenant_id = ? AND user_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
 	bareEvidenceTextSQL  = "SELECT id FROM evidence WHERE tenant_id = ? AND user_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
-	bareVecSQL          = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
-	bareTextSQL         = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
-	bareTextLimit       = 10
+	bareVecSQL           = "SELECT id FROM facts WHERE tenant_id = ? ORDER BY embedding <=> ?::vector LIMIT ?"
+	bareTextSQL          = "SELECT id FROM facts WHERE tenant_id = ? AND search @@ plainto_tsquery('english', ?) ORDER BY ts_rank(search, plainto_tsquery('english', ?)) DESC LIMIT ?"
+	bareTextLimit        = 10
 )
 
 // Runner measures recall and the bare queries on the same requests.
