@@ -106,6 +106,11 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			return nil, fmt.Errorf("--history: %d turns is more than the bench dates before today (at most %d)", s, MaxHistoryTurns)
 		}
 	}
+	if cfg.Reload && cfg.DatabaseURL != "" {
+		// The bench drops only a database it names itself (HistoryDatabase); a
+		// --database-url it would keep, and grow from where it stands, unasked.
+		return nil, fmt.Errorf("--reload: the bench drops only its own database %s; drop the one --database-url names yourself, or leave out --database-url", HistoryDatabase)
+	}
 	b, stop, err := writebench.Start(ctx, writebench.Options{Users: 1, Rounds: 1, Tenant: historyTenant,
 		DatabaseURL: cfg.DatabaseURL, DatabaseName: HistoryDatabase, Keep: !cfg.Reload}, msgs)
 	if err != nil {

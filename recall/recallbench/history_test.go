@@ -32,3 +32,12 @@ func TestHistoryRefusesSizesPastTheDatedRange(t *testing.T) {
 		t.Fatalf("RunHistory(%d turns) = %v, want an error naming --history", MaxHistoryTurns+1, err)
 	}
 }
+
+// --reload with --database-url is refused before anything is touched: the bench
+// drops only its own database, and would otherwise grow the named one unasked.
+func TestHistoryReloadRefusesANamedDatabase(t *testing.T) {
+	_, err := RunHistory(context.Background(), HistoryConfig{Sizes: []int{10}, Reload: true, DatabaseURL: "postgres://nobody@127.0.0.1:1/x"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--reload") || !strings.Contains(err.Error(), HistoryDatabase) {
+		t.Fatalf("RunHistory = %v, want the --reload refusal naming %s", err, HistoryDatabase)
+	}
+}
