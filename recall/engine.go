@@ -127,7 +127,7 @@ type Engine struct {
 	conns connStates
 	// The recall statement for current and past recall (fixed per engine).
 	sqlOnce                       sync.Once
-	sqlCurrent, sqlPast, sqlKnown [3]string
+	sqlCurrent, sqlPast, sqlKnown [4]string // by part
 }
 
 type schemaEntry struct {
@@ -369,20 +369,6 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 
 	on, _ := parseRetrievers(req.Retrievers)
 	p := plan{vis: vis, current: current, knownAt: req.KnownAt, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
-	if e.emb != nil && strings.TrimSpace(req.Query) != "" && on.has(RetrieverSemantic) {
-		t = time.Now()
-		vecs, err := e.emb.Embed(ctx, []string{req.Query})
-		if err != nil {
-			return Response{}, fmt.Errorf("embed query: %w", err)
-		}
-		if len(vecs) == 1 && len(vecs[0]) == storage.EmbeddingDim {
-			v := pgvector.NewVector(vecs[0])
-			p.vec = &v
-		} else if len(vecs) == 1 {
-			return Response{}, fmt.Errorf("embed query: the embedder returned %d dimensions, the database stores %d", len(vecs[0]), storage.EmbeddingDim)
-		}
-		mark("embed", t)
-	}
 	if e.pgKW && len(parsed.Terms) > 0 {
 		p.tsq = tsQueryText(parsed.Terms)
 	}
@@ -415,6 +401,26 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 			}
 		}()
 	}
+	var embed func() (*pgvector.Vector, error)
+	if e.emb != nil && strings.TrimSpace(req.Query) != "" && on.has(RetrieverSemantic) {
+		embed = func() (*pgvector.Vector, error) {
+			t := time.Now()
+			vecs, err := e.emb.Embed(ctx, []string{req.Query})
+			if err != nil {
+				return nil, fmt.Errorf("embed query: %w", err)
+			}
+			if len(vecs) == 1 && len(vecs[0]) == storage.EmbeddingDim {
+				v := pgvector.NewVector(vecs[0])
+				p.vec = &v // the plan's, for what runs after retrieval
+			} else if len(vecs) == 1 {
+				return nil, fmt.Errorf("embed query: the embedder returned %d dimensions, the database stores %d", len(vecs[0]), storage.EmbeddingDim)
+			}
+			mu.Lock()
+			mark("embed", t)
+			mu.Unlock()
+			return p.vec, nil
+		}
+	}
 	if !e.pgKW && len(parsed.Terms) > 0 && on.has(RetrieverKeyword) {
 		run("keyword_index", func(ctx context.Context) error {
 			hits, err := e.kw.Search(ctx, vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
@@ -428,7 +434,7 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	}
 	t = time.Now()
 	var ts taskSession // the statement reads the named task and session too
-	facts, evs, err = e.runRecallSQL(ctx, p, on, &ts)
+	facts, evs, err = e.runRecallSQL(ctx, p, on, &ts, embed)
 	task, session = ts.task, ts.session
 	p.sessions = ts.sessions
 	mu.Lock()

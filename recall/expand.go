@@ -115,7 +115,7 @@ func (e *Engine) expand(ctx context.Context, p plan, names []string) ([]factRow,
 	pq.Predicates, pq.EntityIDs, pq.EntityTypes, pq.MemoryTypes, pq.States = nil, nil, nil, nil, nil
 	p2.parsed = &pq
 	var on retrieverSet = 1 << slices.Index(Retrievers, RetrieverKeyword)
-	facts, evs, err := e.runPart(ctx, p2, stmtArgs(p2, on), partLexical, nil)
+	facts, evs, err := e.runPart(ctx, p2, stmtArgs(p2, on), partExpand, nil)
 	if err != nil {
 		return nil, nil, err
 	}

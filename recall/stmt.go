@@ -703,27 +703,51 @@ const (
 	partAll = iota
 	partSemantic
 	partLexical
+	// partExpand is partLexical without the sessions' scores: the second hop
+	// (expand.go) reads its turns only.
+	partExpand
 )
 
 // runRecallSQL runs the recall statement (its two parts at once on two
-// connections when the recall runs alone, see Options.OneStatement) and splits its rows into facts and
-// evidence.
-func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet, ts *taskSession) ([]factRow, []evidenceRow, error) {
-	args := stmtArgs(p, on)
+// connections when the recall runs alone, see Options.OneStatement) and splits its
+// rows into facts and evidence.
+//
+// embed, when not nil, sets the query's vector in the plan. Run alone, the lexical
+// part, which reads no vector, starts first and runs while the query is embedded
+// (a forward pass of milliseconds, on this process's CPU, while the lexical part
+// is Postgres's); the semantic part starts once the vector is there. A statement
+// of all parts waits for the vector first.
+func (e *Engine) runRecallSQL(ctx context.Context, p plan, on retrieverSet, ts *taskSession, embed func() (*pgvector.Vector, error)) ([]factRow, []evidenceRow, error) {
 	if e.opts.OneStatement || e.inflight.Load() > 1 {
-		return e.runPart(ctx, p, args, partAll, ts)
+		if embed != nil {
+			v, err := embed()
+			if err != nil {
+				return nil, nil, err
+			}
+			p.vec = v
+		}
+		return e.runPart(ctx, p, stmtArgs(p, on), partAll, ts)
 	}
 	var wg sync.WaitGroup
 	var f2 []factRow
 	var e2 []evidenceRow
 	var err2 error
 	var lex taskSession
+	lexArgs := stmtArgs(p, on) // before the vector: the lexical part reads none
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f2, e2, err2 = e.runPart(ctx, p, args, partLexical, &lex)
+		f2, e2, err2 = e.runPart(ctx, p, lexArgs, partLexical, &lex)
 	}()
-	facts, evs, err := e.runPart(ctx, p, args, partSemantic, ts)
+	var facts []factRow
+	var evs []evidenceRow
+	var err error
+	if embed != nil {
+		p.vec, err = embed()
+	}
+	if err == nil {
+		facts, evs, err = e.runPart(ctx, p, stmtArgs(p, on), partSemantic, ts)
+	}
 	wg.Wait()
 	if ts != nil {
 		ts.sessions = lex.sessions
@@ -895,11 +919,15 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 // recall.
 func (e *Engine) recallSQL(p plan, part int) string {
 	e.sqlOnce.Do(func() {
-		for _, pt := range []int{partAll, partSemantic, partLexical} {
+		for _, pt := range []int{partAll, partSemantic, partLexical, partExpand} {
 			ctx, sess := e.opts.Fusion.Context > 0, e.opts.Fusion.Session > 0
-			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, pt, ctx, sess)
-			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, pt, ctx, sess)
-			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, pt, ctx, sess)
+			built := pt
+			if pt == partExpand {
+				built, sess = partLexical, false
+			}
+			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, built, ctx, sess)
+			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, built, ctx, sess)
+			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, built, ctx, sess)
 		}
 	})
 	switch {

@@ -85,7 +85,7 @@ func TestTenantStructuredIsTheFullSort(t *testing.T) {
 		if task != "" { // a task's recall also asks for its constraints and preferences (stmtArgs)
 			types = addUnique(addUnique(slices.Clone(types), memory.TypeConstraint), memory.TypePreference)
 		}
-		facts, _, err := e.runRecallSQL(ctx, plan{vis: vis, current: true, parsed: pq, limit: e.opts.CandidateLimit, hops: 1, speaker: "User"}, on, &taskSession{})
+		facts, _, err := e.runRecallSQL(ctx, plan{vis: vis, current: true, parsed: pq, limit: e.opts.CandidateLimit, hops: 1, speaker: "User"}, on, &taskSession{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,9 @@ vectors are n-gram vectors either way: the composite row measures cost, not qual
 
 --timings splits one recall into its steps (embedding, parse, retrieval, fusion,
 expansion, context) and the recall statement into its retrievers, from an EXPLAIN
-ANALYZE of each query (see recall.Engine.RetrieverTimings).
+ANALYZE of each query (see recall.Engine.RetrieverTimings). With --history it adds,
+at each size, the mean time of each step of the heavy and the light user's recalls
+(one caller) below the tables ("steps" in --json).
 
 The database is ENGRAM_BENCH_DATABASE_URL, or --database-url, or the database
 "engram_bench" on the server of ENGRAM_DATABASE_URL (created and migrated if missing).
@@ -89,7 +91,7 @@ it from where it stands (--reload: from nothing).`,
 					return err
 				}
 				defer stopProfile()
-				return benchHistory(cmd, history, concs, queries, lightTurns, batchSize, ingestCallers, dbURL, reload, asJSON)
+				return benchHistory(cmd, history, concs, queries, lightTurns, batchSize, ingestCallers, embedCache, dbURL, reload, timings, asJSON)
 			}
 			if tenants <= 0 || facts <= 0 || evidence <= 0 || queries <= 0 {
 				return fmt.Errorf("--tenants, --facts, --evidence and --queries must be positive")
@@ -339,7 +341,7 @@ func benchDatabase(ctx context.Context, flag string) (string, error) {
 }
 
 // benchHistory is engram bench recall --history (recallbench.RunHistory).
-func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers int, dbURL string, reload, asJSON bool) error {
+func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, reload, timings, asJSON bool) error {
 	var sizes []int
 	for _, f := range strings.Split(history, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -356,7 +358,7 @@ func benchHistory(cmd *cobra.Command, history string, concs []int, queries, ligh
 		msgs = cmd.ErrOrStderr()
 	}
 	rep, err := recallbench.RunHistory(cmd.Context(), recallbench.HistoryConfig{Sizes: sizes, Concurrency: concs, Queries: queries,
-		LightTurns: lightTurns, BatchSize: batchSize, IngestCallers: ingestCallers, DatabaseURL: dbURL, Reload: reload}, msgs)
+		LightTurns: lightTurns, BatchSize: batchSize, IngestCallers: ingestCallers, DatabaseURL: dbURL, Reload: reload, Steps: timings, EmbedCache: embedCache}, msgs)
 	if err != nil {
 		return err
 	}

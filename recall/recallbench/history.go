@@ -14,11 +14,13 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write/writebench"
 )
@@ -50,6 +52,14 @@ type HistoryConfig struct {
 	IngestCallers int
 	DatabaseURL   string
 	Reload        bool // drop the loaded history first
+	// Steps adds, at each size, the mean time of each step of a recall (one
+	// caller, Response.Timings, and the statement split by retriever, "sql.*",
+	// from EXPLAIN ANALYZE) for the heavy and the light user.
+	Steps bool
+	// EmbedCache is how many query embeddings the measured engine caches (0:
+	// none, every query is embedded, as in the recall bench: the history's 300
+	// questions repeat, and a cache would answer most of them).
+	EmbedCache int
 }
 
 // HistoryPoint is one size's figures (--json).
@@ -92,8 +102,20 @@ type HistoryReport struct {
 	Ingest     []HistoryIngest `json:"ingest"`
 	LightTurns int             `json:"light_turns"`
 	Embedder   string          `json:"embedder"`
-	LoadBefore string          `json:"load_before"`
-	LoadAfter  string          `json:"load_after"`
+	// EmbedCache is the measured engine's query-embedding cache (0: none).
+	EmbedCache int    `json:"embed_cache"`
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+	// Steps are, with HistoryConfig.Steps, each size's mean step times (ms) of
+	// the heavy and the light user's recalls at one caller.
+	Steps []HistorySteps `json:"steps,omitempty"`
+}
+
+// HistorySteps is where the recalls at one size spend their time.
+type HistorySteps struct {
+	History int                `json:"history"`
+	Heavy   map[string]float64 `json:"heavy_ms"`
+	Light   map[string]float64 `json:"light_ms"`
 }
 
 // RunHistory grows the heavy user to each size and measures recall there.
@@ -136,7 +158,21 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 		return nil, err
 	}
 	defer bare.Close()
-	run := &Runner{Store: a.Store, Composite: a.Recall, Emb: a.Embedder, Bare: bare}
+	// The measured engine is the server's (its embedder, keyword index and stored
+	// schemas) but for its query cache (HistoryConfig.EmbedCache).
+	cache := -1
+	if cfg.EmbedCache > 0 {
+		cache = cfg.EmbedCache
+	}
+	kw, _, err := app.KeywordIndex(a.Config, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	eng := recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: a.Config.DefaultSchema,
+		MaxStatements: a.Config.RecallMaxStatements, QueryEmbeddingCache: cache, AccessLog: recall.AccessLogAsync})
+	defer eng.Close()
+	rep.EmbedCache = max(cache, 0)
+	run := &Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
 	for _, size := range cfg.Sizes {
 		ing, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
 		if err != nil {
@@ -168,9 +204,31 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			}
 			rep.Points = append(rep.Points, p)
 		}
+		if cfg.Steps {
+			fmt.Fprintf(msgs, "history %d: recall steps …\n", size)
+			hs, err := run.Steps(ctx, eng, heavyQ, true)
+			if err != nil {
+				return nil, err
+			}
+			ls, err := run.Steps(ctx, eng, lightQ, true)
+			if err != nil {
+				return nil, err
+			}
+			rep.Steps = append(rep.Steps, HistorySteps{History: size, Heavy: StepsJSON(hs), Light: StepsJSON(ls)})
+		}
 	}
 	rep.LoadAfter = cpustat.LoadAvg()
 	return rep, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func firstErr(errs ...error) error {
@@ -184,7 +242,11 @@ func firstErr(errs ...error) error {
 
 // PrintHistory writes the history bench's figures as tables.
 func PrintHistory(out io.Writer, rep *HistoryReport) {
-	fmt.Fprintf(out, "\nembedder %s; light user %d turns; load average %s → %s\n\n", rep.Embedder, rep.LightTurns, rep.LoadBefore, rep.LoadAfter)
+	cache := "none (every query embedded)"
+	if rep.EmbedCache > 0 {
+		cache = fmt.Sprintf("%d queries", rep.EmbedCache)
+	}
+	fmt.Fprintf(out, "\nembedder %s, query cache %s; light user %d turns; load average %s → %s\n\n", rep.Embedder, cache, rep.LightTurns, rep.LoadBefore, rep.LoadAfter)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\tbare hnsw p50 ms\tp95 ms\tbare fts p50 ms\tp95 ms\terrors\t")
 	for _, p := range rep.Points {
@@ -198,6 +260,20 @@ func PrintHistory(out io.Writer, rep *HistoryReport) {
 		fmt.Fprintln(tw, "grown to (turns)\tturns written\tseconds\tturns/s\tbatches\tbatch p95 s\tlongest workflow task s\t")
 		for _, g := range rep.Ingest {
 			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.2f\t\n", g.History, g.Turns, g.Seconds, g.TurnsPerS, g.Batches, g.BatchP95Secs, g.MaxTaskSecs)
+		}
+		_ = tw.Flush()
+	}
+	for _, st := range rep.Steps {
+		fmt.Fprintf(out, "\nrecall steps at %d turns (mean ms, 1 caller):\n", st.History)
+		names := make([]string, 0, len(st.Heavy))
+		for k := range st.Heavy {
+			names = append(names, k)
+		}
+		slices.SortFunc(names, func(a, b string) int { return cmpFloat(st.Heavy[b], st.Heavy[a]) })
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "step\theavy\tlight\t")
+		for _, k := range names {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", k, st.Heavy[k], st.Light[k])
 		}
 		_ = tw.Flush()
 	}
