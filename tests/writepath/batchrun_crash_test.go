@@ -86,13 +86,7 @@ func TestBatchRunsUnderWorkerKills(t *testing.T) {
 			}
 		}()
 	}
-	kills := 0
-	for kills < minKills || (finished.Load() < int64(len(bs)) && kills < 4*minKills) {
-		time.Sleep(time.Duration(150+rand.IntN(1200)) * time.Millisecond)
-		w.Kill()
-		kills++
-		w = testenv.StartProcess(t, workerEnv, bin, "worker")
-	}
+	kills := killWorkers(t, w, workerEnv, bin, minKills, 4*minKills, 150, 1350, func() bool { return finished.Load() >= int64(len(bs)) })
 	wg.Wait()
 	t.Logf("%d batches, %d worker kills", len(bs), kills)
 	for _, err := range errs {

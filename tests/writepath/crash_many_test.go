@@ -43,15 +43,7 @@ func TestCrashManyKillsDuringWrites(t *testing.T) {
 			return crashWrite(e, tenant, i)
 		})
 	}()
-	// Kill at random moments while writes run (and at least minKills times), each
-	// time starting a new worker at once.
-	kills := 0
-	for kills < minKills || (finished.Load() < writes && kills < 2*minKills) {
-		time.Sleep(time.Duration(100+rand.IntN(900)) * time.Millisecond)
-		w.Kill()
-		kills++
-		w = testenv.StartProcess(t, workerEnv, bin, "worker")
-	}
+	kills := killWorkers(t, w, workerEnv, bin, minKills, 2*minKills, 100, 1000, func() bool { return finished.Load() >= writes })
 	res := <-done
 	t.Logf("%d writes, %d worker kills", writes, kills)
 	var failures []string
@@ -100,4 +92,19 @@ func crashWrite(e *env, tenant string, i int) error {
 		return fmt.Errorf("write %d %q: %s (%s)", i, ev.Content, res.Status, res.Reason)
 	}
 	return nil
+}
+
+// killWorkers SIGKILLs the worker process w at random moments (lo to hi ms apart),
+// each time starting a new one at once, at least min times and then until done
+// or max kills; it returns the kills. The last worker started runs on.
+func killWorkers(t *testing.T, w *testenv.Process, env []string, bin string, min, max, lo, hi int, done func() bool) int {
+	t.Helper()
+	kills := 0
+	for kills < min || (!done() && kills < max) {
+		time.Sleep(time.Duration(lo+rand.IntN(hi-lo)) * time.Millisecond)
+		w.Kill()
+		kills++
+		w = testenv.StartProcess(t, env, bin, "worker")
+	}
+	return kills
 }
