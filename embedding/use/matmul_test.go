@@ -127,3 +127,31 @@ func TestPackK(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatmulNTPrecision compares the weights in half and in single precision
+// (the same values: a half converts to single exactly) at the shapes of one
+// sentence's tokens and of a batch of them.
+func BenchmarkMatmulNTPrecision(b *testing.B) {
+	for _, s := range [][3]int{{1, 1536, 512}, {15, 1536, 512}, {64, 1536, 512}, {448, 1536, 512}} {
+		m, n, k := s[0], s[1], s[2]
+		a, c := randFloats(m*k), make([]float32, m*n)
+		h := make([]uint16, n*k)
+		f := make([]float32, n*k)
+		for i, v := range randFloats(n * k) {
+			h[i] = floatToHalf(v)
+			f[i] = halfToFloat(h[i])
+		}
+		b.Run(fmt.Sprintf("half/%dx%dx%d", m, n, k), func(b *testing.B) {
+			for b.Loop() {
+				matmulNT(m, n, k, a, h, c)
+			}
+			b.ReportMetric(float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+		b.Run(fmt.Sprintf("single/%dx%dx%d", m, n, k), func(b *testing.B) {
+			for b.Loop() {
+				matmulNT(m, n, k, a, f, c)
+			}
+			b.ReportMetric(float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
+}
