@@ -161,3 +161,39 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 		}
 	}
 }
+
+// A user with many turns gets the turns the HNSW walk brings scored as a light
+// user's are: each by the nearer of itself and its best sentence. The turn the
+// walk ranks last among the semantic hits is given a sentence whose vector is the
+// question's; it comes back first.
+func TestManyTurnsScoredByBestSentence(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	addTurns(t, st, emb, "t1", "heavy", 3000, 3)
+	_, err := st.DB().ExecContext(ctx, "ANALYZE")
+	require.NoError(t, err)
+	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
+	defer eng.Close()
+	const q = "pottery class with elena in kyoto"
+	semantic := func() []string {
+		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", ID: "test", UserID: "heavy"},
+			Query: q, K: 10, Explain: true, Retrievers: []string{recall.RetrieverSemantic}})
+		require.NoError(t, err)
+		var ids []string
+		for _, it := range resp.Candidates {
+			if it.Kind == recall.KindEvidence && slices.Contains(it.Retrievers, recall.RetrieverSemantic) {
+				ids = append(ids, it.ID)
+			}
+		}
+		return ids
+	}
+	before := semantic()
+	require.Greater(t, len(before), 2)
+	last := before[len(before)-1]
+	v := pgvector.NewVector(emb.Vector(q))
+	require.NoError(t, st.InsertEvidenceSentences(ctx, "t1", last, "heavy", []*pgvector.Vector{&v, &v}))
+	after := semantic()
+	require.NotEmpty(t, after)
+	require.Equal(t, last, after[0], "the turn with the question's sentence: before %v, after %v", before, after)
+}
