@@ -22,7 +22,7 @@ var historyWords = strings.Fields(`hiking lisbon priya pottery concert kayak bre
 	marcus elena sourdough tahoe seattle climbing dinner birthday guitar swimming painting wine cycling library dentist beach
 	interview volunteer photography market bakery cinema napa portland kyoto laptop jacket helmet cookbook headphones plant`)
 
-// addTurns stores n turns of user in tenant with one statement per table (a test
+// addTurns stores n turns of user in tenant, 200 to a session, with one statement per table (a test
 // of recall's plans needs thousands; the write path is tested elsewhere), each a
 // few words of historyWords and a word of its own, with its n-gram vector (200
 // a statement: each pays an HNSW insert per row). The
@@ -48,14 +48,20 @@ func addTurns(t *testing.T, st *storage.Store, emb *embedding.NGramEmbedder, ten
 	for i := 0; i < n; i += 200 {
 		j := min(i+200, n)
 		_, err := st.DB().ExecContext(ctx, `WITH x AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[]) x(k, c, v, at)),
-		ev AS (INSERT INTO events (tenant_id, idempotency_key, content_hash, actor_type, actor_id, user_id, event_type, content, occurred_at)
-			SELECT ?, k, md5(c), 'USER', ?, ?, 'MESSAGE', c, at FROM x RETURNING id, idempotency_key)
-		INSERT INTO evidence (tenant_id, event_id, kind, content, locator, user_id, occurred_at, embedding, search)
-		SELECT ?, ev.id, 'TURN', x.c, 'turn', ?, x.at, x.v::vector, to_tsvector('english', x.c) FROM x JOIN ev ON ev.idempotency_key = x.k`,
-			storage.TextArray(keys[i:j]), storage.TextArray(texts[i:j]), storage.TextArray(vecs[i:j]), pgTimes(ats[i:j]), tenant, user, user, tenant, user)
+		ev AS (INSERT INTO events (tenant_id, idempotency_key, content_hash, actor_type, actor_id, user_id, session_id, event_type, content, occurred_at)
+			SELECT ?, k, md5(c), 'USER', ?, ?, ?, 'MESSAGE', c, at FROM x RETURNING id, idempotency_key)
+		INSERT INTO evidence (tenant_id, event_id, kind, content, locator, user_id, session_id, occurred_at, embedding, search)
+		SELECT ?, ev.id, 'TURN', x.c, 'turn', ?, ?, x.at, x.v::vector, to_tsvector('english', x.c) FROM x JOIN ev ON ev.idempotency_key = x.k`,
+			storage.TextArray(keys[i:j]), storage.TextArray(texts[i:j]), storage.TextArray(vecs[i:j]), pgTimes(ats[i:j]),
+			tenant, user, user, sessionOf(user, i), tenant, user, sessionOf(user, i))
+		require.NoError(t, err)
+		_, err = st.DB().ExecContext(ctx, `INSERT INTO sessions (tenant_id, id, user_id, turn_count) VALUES (?, ?, ?, ?)`, tenant, sessionOf(user, i), user, j-i)
 		require.NoError(t, err)
 	}
 }
+
+// sessionOf is the session of user's turn i in addTurns: 200 turns each.
+func sessionOf(user string, i int) string { return fmt.Sprintf("%s-s%d", user, i/200) }
 
 func pgTimes(ts []time.Time) string {
 	s := make([]string, len(ts))
@@ -107,6 +113,11 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 		require.Equal(t, c.exact, executed(plan, "evidence_tenant_user_time"), "%s: exact read of the turns\n%s", c.user, plan)
 		require.Equal(t, c.byIdx, executed(plan, "evidence_embedding_hnsw"), "%s: HNSW walk\n%s", c.user, plan)
 		require.Equal(t, c.byIdx, executed(plan, "evidence_postings_pkey"), "%s: keyword postings\n%s", c.user, plan)
+		// Both score sessions as documents (a heavy user's sessions' lengths are
+		// the kept turn counts): a turn of a matching session says so.
+		resp, err := eng.Recall(ctx, req(c.user, "hiking in lisbon with priya"))
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(resp.Items, func(it recall.Item) bool { return strings.Contains(it.Why, "session matches") }), "%s: no hit lifted by its session", c.user)
 	}
 
 	// The light user's answers are the exact scan's.

@@ -214,11 +214,18 @@ func contextKeywordSQL(n int) string {
 // words of their matched turns (their own words), the session's length its
 // number of visible turns, over the visible sessions as the corpus; the best
 // `keep` come back as 'S' rows and lift the turns of a session that matches as a
-// whole (Fusion.Session). A user with many turns gets none yet: the sessions'
-// lengths would be kept statistics, as evidence_stats are for turns.
+// whole (Fusion.Session). For a user with many turns (read from the indexes) the
+// sessions are those of the turns the postings brought, their lengths the kept
+// turn counts (sessions.turn_count) and the corpus the user's sessions
+// (sessions_tenant_user): the document frequencies are over the matched turns'
+// sessions either way.
 func sessionKeywordSQL(keep int) string {
-	return "ess AS (SELECT sid, count(*)::float8 AS nt FROM ev WHERE $23 AND sid <> '' GROUP BY sid), " +
-		"esn AS (SELECT greatest(count(*), 1)::float8 AS n, coalesce(avg(nt), 1)::float8 AS avgnt FROM ess), " +
+	return "ess AS (SELECT sid, count(*)::float8 AS nt FROM ev WHERE $23 AND sid <> '' GROUP BY sid " +
+		"UNION ALL SELECT s.id, greatest(s.turn_count, 1)::float8 FROM sessions s WHERE $23 AND (SELECT many FROM hv) AND s.tenant_id = $1 AND s.user_id = $2 " +
+		"AND s.id IN (SELECT sid FROM etf WHERE sid <> '' AND tfo > 0)), " +
+		"esn AS (SELECT CASE WHEN (SELECT many FROM hv) THEN h.n ELSE l.n END AS n, CASE WHEN (SELECT many FROM hv) THEN h.avgnt ELSE l.avgnt END AS avgnt " +
+		"FROM (SELECT greatest(count(*), 1)::float8 AS n, coalesce(avg(nt), 1)::float8 AS avgnt FROM ess WHERE NOT (SELECT many FROM hv)) l CROSS JOIN " +
+		"(SELECT greatest(count(*), 1)::float8 AS n, coalesce(avg(s.turn_count), 1)::float8 AS avgnt FROM sessions s WHERE $23 AND (SELECT many FROM hv) AND s.tenant_id = $1 AND s.user_id = $2) h), " +
 		"estf AS (SELECT sid, lexeme, sum(tfo) AS tf FROM etf WHERE sid <> '' AND tfo > 0 GROUP BY sid, lexeme), " +
 		"esdf AS (SELECT lexeme, count(*)::float8 AS df FROM estf GROUP BY lexeme), " +
 		fmt.Sprintf("esess AS (SELECT s.sid, sum("+bm25SQL("d.df", "esn.n", "s.tf", "ss.nt", "esn.avgnt")+") AS r "+
