@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
@@ -85,6 +86,12 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	addTurns(t, st, emb, "t1", "heavy", 6000, 1)
 	addTurns(t, st, emb, "t1", "light", 200, 2)
+	// Many other users: a generic plan takes a user's share of the table for
+	// 1/(number of users), and with a few hundred it sorted the whole table
+	// rather than walk the index (see the migration evidence_walk).
+	for i := range 300 {
+		addTurns(t, st, emb, "t1", fmt.Sprintf("other%d", i), 5, uint64(10+i))
+	}
 	_, err := st.DB().ExecContext(ctx, "ANALYZE")
 	require.NoError(t, err)
 	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
@@ -92,15 +99,17 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 	req := func(user, q string) recall.Request {
 		return recall.Request{Principal: recall.Principal{TenantID: "t1", ID: "test", UserID: user}, Query: q, K: 10, Explain: true}
 	}
-	// executed reports whether the plan has a node on index that ran.
-	executed := func(plan, index string) bool {
+	// ran reports whether the plan has a node that ran whose line has node.
+	ran := func(plan, node string) bool {
 		for _, l := range strings.Split(plan, "\n") {
-			if strings.Contains(l, "using "+index+" on ") && !strings.Contains(l, "(never executed)") {
+			if strings.Contains(l, node) && !strings.Contains(l, "(never executed)") {
 				return true
 			}
 		}
 		return false
 	}
+	// executed reports whether the plan has a node on index that ran.
+	executed := func(plan, index string) bool { return ran(plan, "using "+index+" on ") }
 	for _, c := range []struct {
 		user         string
 		exact, byIdx bool
@@ -111,7 +120,7 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 		plan, err := eng.Explain(ctx, req(c.user, "hiking in lisbon with priya"))
 		require.NoError(t, err)
 		require.Equal(t, c.exact, executed(plan, "evidence_tenant_user_time"), "%s: exact read of the turns\n%s", c.user, plan)
-		require.Equal(t, c.byIdx, executed(plan, "evidence_embedding_hnsw"), "%s: HNSW walk\n%s", c.user, plan)
+		require.Equal(t, c.byIdx, ran(plan, "Function Scan on evidence_walk "), "%s: HNSW walk\n%s", c.user, plan)
 		require.Equal(t, c.byIdx, executed(plan, "evidence_postings_pkey"), "%s: keyword postings\n%s", c.user, plan)
 		// Both score sessions as documents (a heavy user's sessions' lengths are
 		// the kept turn counts): a turn of a matching session says so.
@@ -119,6 +128,29 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, slices.ContainsFunc(resp.Items, func(it recall.Item) bool { return strings.Contains(it.Why, "session matches") }), "%s: no hit lifted by its session", c.user)
 	}
+
+	// The walk (evidence_walk, a plan of its own) is the HNSW index's, planned as
+	// the function plans it: its settings and its query, a generic plan.
+	var body string
+	var settings []string
+	require.NoError(t, st.DB().QueryRowContext(ctx, "SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'evidence_walk'").Scan(&body, pgdialect.Array(&settings)))
+	_, q, ok := strings.Cut(body, "RETURN QUERY")
+	require.True(t, ok, body)
+	q, _, _ = strings.Cut(q, ";")
+	q = strings.NewReplacer("p_tenant", "$1", "p_user", "$2", "p_q", "$3", "p_at", "$4", "p_k", "$5").Replace(q)
+	conn, err := st.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, kv := range append(settings, "plan_cache_mode=force_generic_plan") {
+		k, v, _ := strings.Cut(kv, "=")
+		_, err := conn.ExecContext(ctx, "SELECT set_config(?, ?, false)", k, v)
+		require.NoError(t, err)
+	}
+	_, err = conn.ExecContext(ctx, "PREPARE walk (text, text, vector, timestamptz, int) AS "+q)
+	require.NoError(t, err)
+	var walk []string
+	require.NoError(t, conn.NewRaw("EXPLAIN (ANALYZE) EXECUTE walk('t1', 'heavy', ?, now(), 40)", pgvector.NewVector(emb.Vector("hiking in lisbon with priya"))).Scan(ctx, &walk))
+	require.True(t, executed(strings.Join(walk, "\n"), "evidence_embedding_hnsw"), "the walk's plan\n%s", strings.Join(walk, "\n"))
 
 	// The light user's answers are the exact scan's.
 	var rows []struct {

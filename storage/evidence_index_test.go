@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,39 +51,28 @@ func TestEvidenceIndexKeptUnderConcurrency(t *testing.T) {
 	const tenant = "t-idx"
 	words := strings.Fields("hiking lisbon priya pottery concert kayak bread garden chess camera tent yoga museum berlin coffee train")
 	users := []string{"u1", "u2", "u3"}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 3))
-			for i := range 40 {
-				u := users[r.IntN(len(users))]
-				var own, prev []string
-				for range 2 + r.IntN(6) {
-					own = append(own, words[r.IntN(len(words))])
-				}
-				for range r.IntN(4) {
-					prev = append(prev, words[r.IntN(len(words))])
-				}
-				e, _, err := st.InsertEvent(ctx, tenant, &storage.Event{IdempotencyKey: fmt.Sprintf("w%d-%d", w, i), ActorType: "USER", ActorID: u, UserID: u, EventType: "MESSAGE", Content: strings.Join(own, " "), OccurredAt: t0})
-				if err == nil {
-					_, err = st.InsertEvidence(ctx, tenant, &storage.Evidence{EventID: e.ID, Kind: "TURN", Content: strings.Join(own, " "), UserID: u, OccurredAt: t0},
-						storage.SearchText(strings.Join(own, " ")), strings.Join(prev, " "))
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	inParallel(t, 8, func(w int) error {
+		r := rand.New(rand.NewPCG(uint64(w), 3))
+		for i := range 40 {
+			u := users[r.IntN(len(users))]
+			var own, prev []string
+			for range 2 + r.IntN(6) {
+				own = append(own, words[r.IntN(len(words))])
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+			for range r.IntN(4) {
+				prev = append(prev, words[r.IntN(len(words))])
+			}
+			e, _, err := st.InsertEvent(ctx, tenant, &storage.Event{IdempotencyKey: fmt.Sprintf("w%d-%d", w, i), ActorType: "USER", ActorID: u, UserID: u, EventType: "MESSAGE", Content: strings.Join(own, " "), OccurredAt: t0})
+			if err == nil {
+				_, err = st.InsertEvidence(ctx, tenant, &storage.Evidence{EventID: e.ID, Kind: "TURN", Content: strings.Join(own, " "), UserID: u, OccurredAt: t0},
+					storage.SearchText(strings.Join(own, " ")), strings.Join(prev, " "))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	require.Equal(t, 320, count(t, st, "evidence", "tenant_id = ?", tenant))
 	require.Empty(t, indexDrift(t, st, tenant), "after concurrent commits")
 	require.Equal(t, 320, sumDocs(t, st, tenant))
@@ -108,15 +96,7 @@ func TestEvidenceIndexKeptUnderConcurrency(t *testing.T) {
 
 	// Erasure of u1 through its steps: no row of u1's is left in the three tables.
 	subj := storage.ErasureSubject{TenantID: tenant, UserID: "u1"}
-	for _, step := range storage.ErasureSteps {
-		for {
-			n, err := st.EraseBatch(ctx, subj, step, 25)
-			require.NoError(t, err)
-			if n == 0 {
-				break
-			}
-		}
-	}
+	eraseAll(t, st, subj, 25)
 	require.Zero(t, count(t, st, "evidence", "tenant_id = ? AND user_id = 'u1'", tenant))
 	for _, table := range []string{"evidence_stats", "evidence_terms", "evidence_postings"} {
 		require.Zero(t, count(t, st, table, "tenant_id = ? AND user_id = 'u1'", tenant), "%s keeps u1's rows after its erasure", table)

@@ -32,6 +32,39 @@ func userFact(key, obj string, from time.Time) *storage.Fact {
 	}
 }
 
+// inParallel runs fn(0) … fn(n-1) at once and fails t with the first error.
+func inParallel(t *testing.T, n int, fn func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- fn(w)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// eraseAll runs every step of subj's erasure to the end, batch rows at a time.
+func eraseAll(t *testing.T, st *storage.Store, subj storage.ErasureSubject, batch int) {
+	t.Helper()
+	for _, step := range storage.ErasureSteps {
+		for {
+			n, err := st.EraseBatch(context.Background(), subj, step, batch)
+			require.NoError(t, err)
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
 func count(t *testing.T, st *storage.Store, table, where string, args ...any) int {
 	t.Helper()
 	n, err := st.DB().NewSelect().Table(table).Where(where, args...).Count(context.Background())
