@@ -64,6 +64,38 @@ func addTurns(t *testing.T, st *storage.Store, emb *embedding.NGramEmbedder, ten
 // sessionOf is the session of user's turn i in addTurns: 200 turns each.
 func sessionOf(user string, i int) string { return fmt.Sprintf("%s-s%d", user, i/200) }
 
+// functionPlan is EXPLAIN ANALYZE of the query a plpgsql function returns (its
+// RETURN QUERY), planned as the function plans it: under the function's own
+// settings, a generic plan, params (its parameter names in order) bound to args.
+func functionPlan(t *testing.T, st *storage.Store, name, types, params string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	var body string
+	var settings []string
+	require.NoError(t, st.DB().QueryRowContext(ctx, "SELECT prosrc, proconfig FROM pg_proc WHERE proname = ?", name).Scan(&body, pgdialect.Array(&settings)))
+	_, q, ok := strings.Cut(body, "RETURN QUERY")
+	require.True(t, ok, body)
+	q, _, _ = strings.Cut(q, ";")
+	var pairs []string
+	for i, p := range strings.Fields(params) {
+		pairs = append(pairs, p, fmt.Sprintf("$%d", i+1))
+	}
+	q = strings.NewReplacer(pairs...).Replace(q)
+	conn, err := st.DB().Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, kv := range append(settings, "plan_cache_mode=force_generic_plan") {
+		k, v, _ := strings.Cut(kv, "=")
+		_, err := conn.ExecContext(ctx, "SELECT set_config(?, ?, false)", k, v)
+		require.NoError(t, err)
+	}
+	_, err = conn.ExecContext(ctx, "PREPARE fn_plan ("+types+") AS "+q)
+	require.NoError(t, err)
+	var lines []string
+	require.NoError(t, conn.NewRaw("EXPLAIN (ANALYZE) EXECUTE fn_plan ("+strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")+")", args...).Scan(ctx, &lines))
+	return strings.Join(lines, "\n")
+}
+
 func pgTimes(ts []time.Time) string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
@@ -129,28 +161,10 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 		require.True(t, slices.ContainsFunc(resp.Items, func(it recall.Item) bool { return strings.Contains(it.Why, "session matches") }), "%s: no hit lifted by its session", c.user)
 	}
 
-	// The walk (evidence_walk, a plan of its own) is the HNSW index's, planned as
-	// the function plans it: its settings and its query, a generic plan.
-	var body string
-	var settings []string
-	require.NoError(t, st.DB().QueryRowContext(ctx, "SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'evidence_walk'").Scan(&body, pgdialect.Array(&settings)))
-	_, q, ok := strings.Cut(body, "RETURN QUERY")
-	require.True(t, ok, body)
-	q, _, _ = strings.Cut(q, ";")
-	q = strings.NewReplacer("p_tenant", "$1", "p_user", "$2", "p_q", "$3", "p_at", "$4", "p_k", "$5").Replace(q)
-	conn, err := st.DB().Conn(ctx)
-	require.NoError(t, err)
-	defer conn.Close()
-	for _, kv := range append(settings, "plan_cache_mode=force_generic_plan") {
-		k, v, _ := strings.Cut(kv, "=")
-		_, err := conn.ExecContext(ctx, "SELECT set_config(?, ?, false)", k, v)
-		require.NoError(t, err)
-	}
-	_, err = conn.ExecContext(ctx, "PREPARE walk (text, text, vector, timestamptz, int) AS "+q)
-	require.NoError(t, err)
-	var walk []string
-	require.NoError(t, conn.NewRaw("EXPLAIN (ANALYZE) EXECUTE walk('t1', 'heavy', ?, now(), 40)", pgvector.NewVector(emb.Vector("hiking in lisbon with priya"))).Scan(ctx, &walk))
-	require.True(t, executed(strings.Join(walk, "\n"), "evidence_embedding_hnsw"), "the walk's plan\n%s", strings.Join(walk, "\n"))
+	// The walk (evidence_walk, a plan of its own) is the HNSW index's.
+	walk := functionPlan(t, st, "evidence_walk", "text, text, vector, timestamptz, int", "p_tenant p_user p_q p_at p_k",
+		"t1", "heavy", pgvector.NewVector(emb.Vector("hiking in lisbon with priya")), time.Now(), 40)
+	require.True(t, executed(walk, "evidence_embedding_hnsw"), "the walk's plan\n%s", walk)
 
 	// The light user's answers are the exact scan's.
 	var rows []struct {

@@ -48,15 +48,13 @@ var factArms = []string{
 
 // tenantSemCurrent is the semantic arm of TENANT-scope facts in current recall:
 // an ordered walk of facts_embedding_tenant_hnsw (current TENANT facts of every
-// tenant) with the tenant and time filtered above it. OFFSET 0 keeps the filter
-// out of the scan, so the generic plan cannot trade the walk for reading and
-// sorting every TENANT fact of the tenant (it would: it does not know how many
-// toasted vectors that reads); the iterative scan (hnsw.iterative_scan) keeps
-// walking until the limit is filled or hnsw.max_scan_tuples is reached.
+// tenant) with the tenant and time filtered above it, in a plan of its own (the
+// function facts_tenant_walk: a generic plan here traded the walk for reading and
+// sorting every tenant's TENANT facts once there were a few hundred tenants); the
+// iterative scan (hnsw.iterative_scan) keeps walking until the limit is filled or
+// hnsw.max_scan_tuples is reached.
 func tenantSemCurrent(n int) string {
-	return fmt.Sprintf("(SELECT id, tid, d FROM (SELECT f.id, f.ctid AS tid, f.tenant_id AS t, f.valid_from AS vf, f.valid_until AS vu, f.embedding <=> $10::vector AS d FROM facts f "+
-		"WHERE f.status = 'ACTIVE' AND f.scope = 'TENANT' AND f.embedding IS NOT NULL ORDER BY f.embedding <=> $10::vector OFFSET 0) x "+
-		"WHERE $22 AND $6 AND t = $1 AND vf <= $9 AND (vu IS NULL OR vu > $9) LIMIT %d)", n)
+	return fmt.Sprintf("(SELECT w.id, w.tid, w.d FROM facts_tenant_walk($1, $10::vector, $9, %d) w WHERE $22 AND $6)", n)
 }
 
 // tenantStructured is the structured arm of current TENANT facts: their best n by
