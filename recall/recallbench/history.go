@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -79,8 +80,12 @@ type HistoryPoint struct {
 	BareVecP95  float64 `json:"bare_vec_p95_ms"`
 	BareTextP50 float64 `json:"bare_text_p50_ms"`
 	BareTextP95 float64 `json:"bare_text_p95_ms"`
-	Errors      int     `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
+	// CPU of one heavy user's recall, the engine's (this process: embedding,
+	// fusion, the driver) and the database server's (when readable).
+	GoCPUms    float64  `json:"go_cpu_ms_per_recall"`
+	PGCPUms    *float64 `json:"pg_cpu_ms_per_recall,omitempty"`
+	Errors     int      `json:"errors"`
+	FirstError string   `json:"first_error,omitempty"`
 }
 
 // HistoryIngest is the growth to one size: turns written and their rate.
@@ -198,7 +203,11 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			p := HistoryPoint{History: size, Concurrency: c, RecallP50: msf(h.P50), RecallP95: msf(h.P95), RecallP99: msf(h.P99),
 				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95),
 				BareVecP50: msf(bv.P50), BareVecP95: msf(bv.P95), BareTextP50: msf(bt.P50), BareTextP95: msf(bt.P95),
-				Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
+				GoCPUms: msf(h.GoCPU), Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
+			if h.PGCPUOK {
+				v := msf(h.PGCPU)
+				p.PGCPUms = &v
+			}
 			if e := firstErr(h.FirstErr, l.FirstErr, bv.FirstErr, bt.FirstErr); e != nil {
 				p.FirstError = e.Error()
 			}
@@ -248,10 +257,14 @@ func PrintHistory(out io.Writer, rep *HistoryReport) {
 	}
 	fmt.Fprintf(out, "\nembedder %s, query cache %s; light user %d turns; load average %s → %s\n\n", rep.Embedder, cache, rep.LightTurns, rep.LoadBefore, rep.LoadAfter)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\tbare hnsw p50 ms\tp95 ms\tbare fts p50 ms\tp95 ms\terrors\t")
+	fmt.Fprintln(tw, "history (turns)\tcallers\trecall p50 ms\tp95 ms\tp99 ms\tQPS\tlight p50 ms\tlight p95 ms\tbare hnsw p50 ms\tp95 ms\tbare fts p50 ms\tp95 ms\tCPU/recall ms (engine+server)\terrors\t")
 	for _, p := range rep.Points {
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", p.History, p.Concurrency, p.RecallP50, p.RecallP95, p.RecallP99, p.RecallQPS, p.LightP50, p.LightP95,
-			p.BareVecP50, p.BareVecP95, p.BareTextP50, p.BareTextP95, p.Errors)
+		cpu := fmt.Sprintf("%.2f+?", p.GoCPUms)
+		if p.PGCPUms != nil {
+			cpu = fmt.Sprintf("%.2f+%.2f", p.GoCPUms, *p.PGCPUms)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", p.History, p.Concurrency, p.RecallP50, p.RecallP95, p.RecallP99, p.RecallQPS, p.LightP50, p.LightP95,
+			p.BareVecP50, p.BareVecP95, p.BareTextP50, p.BareTextP95, cpu, p.Errors)
 	}
 	_ = tw.Flush()
 	if len(rep.Ingest) > 0 {
@@ -301,6 +314,12 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 	fmt.Fprintf(msgs, "growing %s from %d to %d turns, %d caller(s) …\n", user, have, size, callers)
 	n := (size - from + batchSize - 1) / batchSize
 	var done atomic.Int64
+	var mark struct { // the last progress line: turns done and when
+		sync.Mutex
+		k  int64
+		at time.Time
+	}
+	mark.at = time.Now()
 	runs := make([][2]string, n) // each batch's workflow id and run
 	r := loadgen.Run(ctx, callers, n, func(ctx context.Context, b int) error {
 		i := from + b*batchSize
@@ -321,7 +340,12 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 			}
 		}
 		if k := done.Add(int64(len(evs))); (k/int64(batchSize))%20 == 0 {
-			fmt.Fprintf(msgs, "  %s: %d turns written\n", user, from+int(k))
+			now := time.Now()
+			mark.Lock()
+			rate := float64(k-mark.k) / now.Sub(mark.at).Seconds()
+			mark.k, mark.at = k, now
+			mark.Unlock()
+			fmt.Fprintf(msgs, "  %s: %d turns written (%.1f turns/s since the last line)\n", user, from+int(k), rate)
 		}
 		return nil
 	})

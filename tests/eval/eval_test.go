@@ -7,6 +7,7 @@ package evaltest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -62,6 +63,24 @@ func runWith(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config
 	return rep, st
 }
 
+// probeErrors names the first probes of a suite whose recall failed, and why.
+func probeErrors(s eval.SuiteReport) string {
+	var b strings.Builder
+	n := 0
+	for _, p := range s.Probes {
+		if p.Err == "" {
+			continue
+		}
+		if n++; n <= 5 {
+			fmt.Fprintf(&b, "%s/%s (%s): %s\n", p.Scenario, p.Probe, p.Question, p.Err)
+		}
+	}
+	if n > 5 {
+		fmt.Fprintf(&b, "… and %d more\n", n-5)
+	}
+	return b.String()
+}
+
 // The recall suites (seed stories in both languages, temporal) and the
 // hallucination suite meet their thresholds in rules and gold modes, with no
 // cross-tenant leak and no scope leak anywhere.
@@ -74,7 +93,7 @@ func TestShippedSuitesMeetThresholds(t *testing.T) {
 			for _, s := range rep.Suites {
 				assert.Zero(t, s.Overall.TenantLeaks, "%s: cross-tenant leaks", s.Suite)
 				assert.Zero(t, s.Overall.ScopeLeakRate, "%s: scope leaks", s.Suite)
-				assert.Zero(t, s.Overall.Errors, "%s: recall errors", s.Suite)
+				assert.Zero(t, s.Overall.Errors, "%s: recall errors:\n%s", s.Suite, probeErrors(s))
 				require.NotNil(t, s.Extraction, "%s: extraction is compared with gold", s.Suite)
 			}
 			assert.Empty(t, rep.Failures(), "thresholds")
@@ -150,7 +169,7 @@ func TestOpenConversationBeatsBaseline(t *testing.T) {
 			require.NotNil(t, s.Baseline, "the baseline ran beside the engine")
 			assert.Zero(t, s.Overall.TenantLeaks)
 			assert.Zero(t, s.Overall.ScopeLeakRate)
-			assert.Zero(t, s.Overall.Errors)
+			assert.Zero(t, s.Overall.Errors, "recall errors:\n%s", probeErrors(*s))
 			require.NotNil(t, s.Extraction)
 			assert.GreaterOrEqual(t, s.Extraction.Precision, 0.95)
 			if mode == eval.ModeGold {
