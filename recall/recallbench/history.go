@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -203,11 +202,7 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			p := HistoryPoint{History: size, Concurrency: c, RecallP50: msf(h.P50), RecallP95: msf(h.P95), RecallP99: msf(h.P99),
 				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95),
 				BareVecP50: msf(bv.P50), BareVecP95: msf(bv.P95), BareTextP50: msf(bt.P50), BareTextP95: msf(bt.P95),
-				GoCPUms: msf(h.GoCPU), Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
-			if h.PGCPUOK {
-				v := msf(h.PGCPU)
-				p.PGCPUms = &v
-			}
+				GoCPUms: msf(h.GoCPU), PGCPUms: h.pgCPUms(), Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
 			if e := firstErr(h.FirstErr, l.FirstErr, bv.FirstErr, bt.FirstErr); e != nil {
 				p.FirstError = e.Error()
 			}
@@ -313,13 +308,12 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 	from := max(0, have-have%batchSize-(callers-1)*batchSize)
 	fmt.Fprintf(msgs, "growing %s from %d to %d turns, %d caller(s) …\n", user, have, size, callers)
 	n := (size - from + batchSize - 1) / batchSize
-	var done atomic.Int64
-	var mark struct { // the last progress line: turns done and when
+	var prog struct { // turns written, and those and the time of the last progress line
 		sync.Mutex
-		k  int64
-		at time.Time
+		done, lastDone int
+		last           time.Time
 	}
-	mark.at = time.Now()
+	prog.last = time.Now()
 	runs := make([][2]string, n) // each batch's workflow id and run
 	r := loadgen.Run(ctx, callers, n, func(ctx context.Context, b int) error {
 		i := from + b*batchSize
@@ -339,13 +333,13 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 				return fmt.Errorf("ingest %s's turn %s ended %s: %s", user, r.IdempotencyKey, r.Status, r.Reason)
 			}
 		}
-		if k := done.Add(int64(len(evs))); (k/int64(batchSize))%20 == 0 {
+		prog.Lock()
+		defer prog.Unlock()
+		if prog.done += len(evs); (prog.done/batchSize)%20 == 0 {
 			now := time.Now()
-			mark.Lock()
-			rate := float64(k-mark.k) / now.Sub(mark.at).Seconds()
-			mark.k, mark.at = k, now
-			mark.Unlock()
-			fmt.Fprintf(msgs, "  %s: %d turns written (%.1f turns/s since the last line)\n", user, from+int(k), rate)
+			rate := float64(prog.done-prog.lastDone) / now.Sub(prog.last).Seconds()
+			prog.lastDone, prog.last = prog.done, now
+			fmt.Fprintf(msgs, "  %s: %d turns written (%.1f turns/s since the last line)\n", user, from+prog.done, rate)
 		}
 		return nil
 	})

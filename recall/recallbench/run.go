@@ -308,6 +308,16 @@ func StepsJSON(steps map[string]time.Duration) map[string]float64 {
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// pgCPUms is the database server's CPU per query in ms, nil when it could not be
+// read.
+func (s Stat) pgCPUms() *float64 {
+	if !s.PGCPUOK {
+		return nil
+	}
+	v := msf(s.PGCPU)
+	return &v
+}
+
 // StatJSON is one measurement as --json writes it.
 type StatJSON struct {
 	Query       string  `json:"query"`
@@ -371,11 +381,7 @@ func NewReport(stats []Stat) Report {
 		if s.FirstErr != nil {
 			sj.FirstError = s.FirstErr.Error()
 		}
-		sj.GoCPUms = msf(s.GoCPU)
-		if s.PGCPUOK {
-			v := msf(s.PGCPU)
-			sj.PGCPUms = &v
-		}
+		sj.GoCPUms, sj.PGCPUms = msf(s.GoCPU), s.pgCPUms()
 		r.Rows = append(r.Rows, sj)
 		c, ok := by[s.Concurrency]
 		if !ok {
