@@ -63,7 +63,8 @@ const (
 type Options struct {
 	// CandidateLimit bounds what each retriever returns per table (default 40).
 	CandidateLimit int
-	// EfSearch is hnsw.ef_search for the semantic retriever (default 100).
+	// EfSearch is hnsw.ef_search for the semantic retriever (default: the evidence
+	// walk's length, heavyWalk(CandidateLimit), and at least 100).
 	EfSearch int
 	// MaxScanTuples bounds an iterative HNSW scan (hnsw.max_scan_tuples, default 5000).
 	MaxScanTuples int
@@ -145,7 +146,8 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 		opts.CandidateLimit = 200
 	}
 	if opts.EfSearch <= 0 {
-		opts.EfSearch = 100
+		// The walk of a user with many turns fits in one pass of the graph search.
+		opts.EfSearch = max(100, heavyWalk(opts.CandidateLimit))
 	}
 	if opts.MaxScanTuples <= 0 {
 		opts.MaxScanTuples = 5000

@@ -996,14 +996,19 @@ func asBool(v driver.Value) bool {
 }
 
 // heavyWalk is how many turns the HNSW walk brings for a user with many turns:
-// 4n, each scored again exactly by the nearer of itself and its best sentence
+// 3n, each scored again exactly by the nearer of itself and its best sentence
 // (evidence_sentences, by the primary key), as a light user's turns are, the best
 // n kept. A turn whose best sentence is near the question but whose whole is not
 // is found only if the walk reaches it. With every user of the development suites
 // read from the indexes, the whole engine's evidence recall @1/@5/@10 was
 // 0.460/0.719/0.798 (open) and 0.410/0.652/0.740 (held out) with a walk of n,
 // 0.463/0.722/0.814 and 0.410/0.659/0.746 with 2n, 0.460/0.735/0.823 and
-// 0.410/0.659/0.746 with 4n; read exactly, 0.460/0.737/0.826 and 0.410/0.659/0.746.
+// 0.410/0.659/0.746 with 4n (hnsw.ef_search 100); read exactly,
+// 0.460/0.737/0.826 and 0.410/0.659/0.753. A walk of 3n with ef_search 3n (120:
+// one pass of the graph search, where 4n with 100 had to scan on) gave
+// 0.460/0.733/0.824 and 0.410/0.659/0.753, and at 100,000 turns cost 1.5-2 ms
+// less of the server's CPU a recall (engram bench recall --history 100000, one
+// run each: p50 11.7 ms against 13.2-13.6, 8 callers 129 QPS against 106-115).
 // The walk is a plan of its own (evidence_walk), so its length does not turn the
 // generic plan into a sort of the table.
-func heavyWalk(n int) int { return 4 * n }
+func heavyWalk(n int) int { return 3 * n }

@@ -13,7 +13,7 @@ import (
 )
 
 // A fact's vector, content and search text stay in its row (no TOAST read per
-// row in recall): see the migration vectors_inline.
+// row in recall): see the migrations vectors_inline and sentences_inline.
 func TestFactRowsStayInline(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
@@ -26,7 +26,7 @@ func TestFactRowsStayInline(t *testing.T) {
 	f.Embedding = &vec
 	_, err := st.WriteFact(ctx, "tA", f, storage.WriteCurrent, strings.Repeat("words to search ", 40))
 	require.NoError(t, err)
-	for _, table := range []string{"facts", "evidence"} {
+	for _, table := range []string{"facts", "evidence", "evidence_sentences"} {
 		var n int
 		require.NoError(t, st.DB().NewRaw("SELECT count(*) FROM pg_class WHERE relname = ? AND reloptions @> ARRAY['toast_tuple_target=8160']", table).Scan(ctx, &n))
 		require.Equal(t, 1, n, "%s has toast_tuple_target=8160", table)

@@ -495,7 +495,7 @@ func startDevServer(t *testing.T) *devServer {
 			home, _ := os.UserHomeDir()
 			gopath = filepath.Join(home, "go")
 		}
-		bin = filepath.Join(gopath, "bin", "temporal")
+		bin = filepath.Join(gopath, "bin", "temporal-engram") // scripts/stack builds it (TEMPORAL_BIN_NAME)
 	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no temporal CLI at %s (scripts/stack installs it): %v", bin, err)
