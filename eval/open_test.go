@@ -29,7 +29,7 @@ func TestOpenConversationSuiteShape(t *testing.T) {
 	}
 }
 
-// The test split is another style of conversation: three conversations, one of
+// The test split is another style of conversation: at least three conversations, one of
 // three people and one of four, gaps of months between sessions, over 300 turns
 // and 130 questions in each of the four categories, every evidence id resolved.
 func TestHeldOutConversationSuiteShape(t *testing.T) {
