@@ -142,3 +142,41 @@ func TestNeighbourSessionAndSentenceEvidence(t *testing.T) {
 		t.Fatal("another user's turn came back through its sentences")
 	}
 }
+
+// Turns of equal keyword score are taken the more recent first: with more of
+// them than the retriever keeps, the same question always finds the same (the
+// latest) turns, whatever ids they were given.
+func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
+	st := testenv.Store(t)
+	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	c := &convo{t: t, st: st, emb: emb, at: time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC), prev: map[string]string{}}
+	ctx := context.Background()
+	const tenant = "acme"
+	const limit = 40
+	var turns []*storage.Evidence
+	for range limit + 15 {
+		turns = append(turns, c.say(tenant, "ola", "s1", "The blue heron nested by the old mill pond again."))
+	}
+	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff, CandidateLimit: limit})
+	defer eng.Close()
+	latest := map[string]bool{}
+	for _, e := range turns[len(turns)-limit:] {
+		latest[e.ID] = true
+	}
+	resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, Query: "heron by the mill pond",
+		K: limit, Explain: true, Retrievers: []string{recall.RetrieverKeyword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Items) != limit {
+		t.Fatalf("%d items, want %d", len(resp.Items), limit)
+	}
+	for i, it := range resp.Items {
+		if !latest[it.ID] {
+			t.Fatalf("item %d (%s, at %s) is not one of the %d latest turns", i+1, it.ID, it.OccurredAt, limit)
+		}
+	}
+	if resp.Items[0].ID != turns[len(turns)-1].ID {
+		t.Errorf("first item %s at %s, want the latest turn", resp.Items[0].ID, resp.Items[0].OccurredAt)
+	}
+}

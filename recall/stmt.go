@@ -170,24 +170,29 @@ func bm25SQL(df, n, tf, dl, avgdl string) string {
 // score (many turns), each looked up by its id (OFFSET 0: a generic plan would
 // otherwise read every turn of the user's that matches through the GIN index and
 // join them). etf keeps each matched turn's own (tfo) and previous turn's (tfp)
-// counts apart, for the context and session retrievers.
+// counts apart, for the context and session retrievers. Turns of equal score are
+// taken the more recent first, then by id (as the baseline breaks its ties; ectx
+// and esess by id): BM25 ties are common (the same words, the same length), and
+// without an order which of them made the last places differed from run to run
+// (one held-out question's recall@10 went from 0 to 1 between two runs of the same
+// build).
 func evidenceKeywordSQL(lexGate string, n int) string {
 	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
 		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
 		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
 		"WHERE "+lexGate+"$23 AND (SELECT many FROM hv)), "+
-		"em AS MATERIALIZED (SELECT id, tid, sid, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
-		"SELECT id, tid, sid, search FROM ev WHERE search IS NOT NULL UNION ALL "+
-		"SELECT e.id, e.tid, e.session_id, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
-		"etf AS (SELECT m.id, m.tid, m.sid, m.dl, u.lexeme, c.tfo, c.tfp, c.tfo + 0.35 * c.tfp AS tf "+
+		"em AS MATERIALIZED (SELECT id, tid, sid, at, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
+		"SELECT id, tid, sid, at, search FROM ev WHERE search IS NOT NULL UNION ALL "+
+		"SELECT e.id, e.tid, e.session_id, e.occurred_at, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
+		"etf AS (SELECT m.id, m.tid, m.sid, m.at, m.dl, u.lexeme, c.tfo, c.tfp, c.tfo + 0.35 * c.tfp AS tf "+
 		"FROM em m CROSS JOIN LATERAL unnest(m.search) u CROSS JOIN LATERAL (SELECT (count(*) FILTER (WHERE w <> 'C'))::float8 AS tfo, (count(*) FILTER (WHERE w = 'C'))::float8 AS tfp FROM unnest(u.weights) w) c "+
 		"WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
 		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
-		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (SELECT t.id, t.tid, "+
+		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC, at DESC, id) AS rk, r FROM (SELECT t.id, t.tid, t.at, "+
 		"sum("+bm25SQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl")+") AS r "+
-		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid ORDER BY r DESC LIMIT %d) x), ", postingsPerTerm(n), n)
+		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid, t.at ORDER BY r DESC, t.at DESC, t.id LIMIT %d) x), ", postingsPerTerm(n), n)
 }
 
 // contextKeywordSQL is the context retriever over evidence (ectx): a turn found
@@ -202,9 +207,9 @@ func contextKeywordSQL(n int) string {
 	return "enx AS (SELECT id, lead(id) OVER (PARTITION BY sid ORDER BY at, id) AS nid FROM ev WHERE $23 AND sid <> ''), " +
 		"ectf AS (SELECT id, lexeme, sum(tf) AS tf FROM (SELECT id, lexeme, tfo + tfp AS tf FROM etf " +
 		"UNION ALL SELECT x.id, t.lexeme, t.tfo FROM etf t JOIN enx x ON x.nid = t.id WHERE t.tfo > 0) c GROUP BY id, lexeme), " +
-		fmt.Sprintf("ectx AS (SELECT x.id, coalesce(m.tid, ev.tid) AS tid, row_number() OVER (ORDER BY x.r DESC) AS rk, x.r FROM (SELECT c.id, "+
+		fmt.Sprintf("ectx AS (SELECT x.id, coalesce(m.tid, ev.tid) AS tid, row_number() OVER (ORDER BY x.r DESC, x.id) AS rk, x.r FROM (SELECT c.id, "+
 			"sum("+bm25SQL("edf.df", "en.n", "c.tf", "coalesce(m.dl, en.avgdl)", "en.avgdl")+") AS r "+
-			"FROM ectf c JOIN edf USING (lexeme) CROSS JOIN en LEFT JOIN em m ON m.id = c.id GROUP BY c.id ORDER BY r DESC LIMIT %d) x LEFT JOIN em m ON m.id = x.id LEFT JOIN ev ON ev.id = x.id), ", n)
+			"FROM ectf c JOIN edf USING (lexeme) CROSS JOIN en LEFT JOIN em m ON m.id = c.id GROUP BY c.id ORDER BY r DESC, c.id LIMIT %d) x LEFT JOIN em m ON m.id = x.id LEFT JOIN ev ON ev.id = x.id), ", n)
 }
 
 // sessionKeywordSQL scores the user's sessions as documents (esess): BM25 of the
@@ -227,7 +232,7 @@ func sessionKeywordSQL(keep int) string {
 		"estf AS (SELECT sid, lexeme, sum(tfo) AS tf FROM etf WHERE sid <> '' AND tfo > 0 GROUP BY sid, lexeme), " +
 		"esdf AS (SELECT lexeme, count(*)::float8 AS df FROM estf GROUP BY lexeme), " +
 		fmt.Sprintf("esess AS (SELECT s.sid, sum("+bm25SQL("d.df", "esn.n", "s.tf", "ss.nt", "esn.avgnt")+") AS r "+
-			"FROM estf s JOIN esdf d USING (lexeme) JOIN ess ss USING (sid) CROSS JOIN esn GROUP BY s.sid ORDER BY r DESC LIMIT %d), ", keep)
+			"FROM estf s JOIN esdf d USING (lexeme) JOIN ess ss USING (sid) CROSS JOIN esn GROUP BY s.sid ORDER BY r DESC, s.sid LIMIT %d), ", keep)
 }
 
 // buildRecallSQL is the statement for current (or past) recall with n candidates
