@@ -25,6 +25,11 @@ type convo struct {
 	prev map[string]string // user → the user's previous turn
 }
 
+// newConvo is a conversation on a fresh store from at, with the n-gram embedder.
+func newConvo(t *testing.T, at time.Time) *convo {
+	return &convo{t: t, st: testenv.Store(t), emb: embedding.NewNGramEmbedder(storage.EmbeddingDim), at: at, prev: map[string]string{}}
+}
+
 func (c *convo) say(tenant, user, session, text string) *storage.Evidence {
 	c.t.Helper()
 	ctx := context.Background()
@@ -87,10 +92,8 @@ func rankOf(items []recall.Item, id string) int {
 // matches as a whole lifts its turns; a long turn is as near to the question as
 // its best sentence, and only through a turn the principal may see.
 func TestNeighbourSessionAndSentenceEvidence(t *testing.T) {
-	st := testenv.Store(t)
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	c := &convo{t: t, st: st, emb: emb, at: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC), prev: map[string]string{}}
-	ctx := context.Background()
+	c := newConvo(t, time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC))
+	st, emb, ctx := c.st, c.emb, context.Background()
 	const tenant = "acme"
 
 	guess := c.say(tenant, "maya", "s1", "Guess what finally came in the post this morning!")
@@ -147,10 +150,8 @@ func TestNeighbourSessionAndSentenceEvidence(t *testing.T) {
 // them than the retriever keeps, the same question always finds the same (the
 // latest) turns, whatever ids they were given.
 func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
-	st := testenv.Store(t)
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	c := &convo{t: t, st: st, emb: emb, at: time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC), prev: map[string]string{}}
-	ctx := context.Background()
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	st, emb, ctx := c.st, c.emb, context.Background()
 	const tenant = "acme"
 	const limit = 40
 	var turns []*storage.Evidence
