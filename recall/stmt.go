@@ -1011,9 +1011,10 @@ func asBool(v driver.Value) bool {
 // 0.410/0.659/0.746 with 4n (hnsw.ef_search 100); read exactly,
 // 0.460/0.737/0.826 and 0.410/0.659/0.753. A walk of 3n with ef_search 3n (120:
 // one pass of the graph search, where 4n with 100 had to scan on) gave
-// 0.460/0.733/0.824 and 0.410/0.659/0.753, and at 100,000 turns cost 1.5-2 ms
-// less of the server's CPU a recall (engram bench recall --history 100000, one
-// run each: p50 11.7 ms against 13.2-13.6, 8 callers 129 QPS against 106-115).
+// 0.460/0.733/0.824 and 0.410/0.659/0.753, and at 100,000 turns cost about 1 ms
+// less of the server's CPU a recall (engram bench recall --history 100000, two
+// runs of each build in turn: p50 12.5-13.0 ms against 13.8-14.2, 8 callers
+// 115-117 QPS against 110.5).
 // The walk is a plan of its own (evidence_walk), so its length does not turn the
 // generic plan into a sort of the table.
 func heavyWalk(n int) int { return 3 * n }

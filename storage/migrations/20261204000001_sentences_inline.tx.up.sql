@@ -3,7 +3,7 @@
 -- default toast_tuple_target, so every sentence vector (2,056 bytes, pgvector's
 -- EXTERNAL storage) lived in the TOAST table, and each sentence recall scores (the
 -- best sentence of each turn the HNSW walk brings, of each visible turn of a light
--- user) read its chunks through the TOAST index: 129 MB of TOAST beside a 4 MB table
+-- user) read its chunks through the TOAST index: about 130 MB of TOAST beside a 4.4 MB table
 -- at 48,000 sentences. Inline, the walk and its 120 sentence lookups took 2.2-2.5 ms
 -- instead of 2.9 (50 questions, a user of 100,000 turns). Only rows written from now
 -- on are stored so; VACUUM FULL evidence_sentences (or pg_repack) rewrites the older
