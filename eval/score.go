@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,7 +259,11 @@ func (pc *probeContext) score() (ProbeScore, []string, []string, []ItemSummary) 
 	}
 	for j, r := range evRanks {
 		if r == 0 || r > pc.k {
-			misses = append(misses, "evidence turn "+p.Evidence[j])
+			where := "not in the list"
+			if r > 0 {
+				where = "at " + strconv.Itoa(r)
+			}
+			misses = append(misses, "evidence turn "+p.Evidence[j]+" ("+where+")")
 		}
 	}
 	top := min(len(items), pc.k)

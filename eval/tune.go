@@ -68,6 +68,24 @@ func ContextGrid() []recall.Fusion {
 	return out
 }
 
+// KeywordGrid is the grid of the turn keyword score's length normalisation
+// (Fusion.KeywordLengthNorm) against the semantic weight, which it trades with:
+// without length normalisation short turns score lower beside long ones.
+func KeywordGrid() []recall.Fusion {
+	d := recall.DefaultFusion()
+	out := []recall.Fusion{d}
+	for _, b := range []float64{0, 0.25, 0.5, 0.75} {
+		for _, sem := range []float64{2, 3, 4} {
+			f := d
+			f.KeywordLengthNorm, f.Semantic = b, sem
+			if f != d {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
 // byConversation is evidence recall@1 and @10 per conversation of the suites of
 // several conversations.
 func byConversation(probes map[string][]ProbeResult) map[string][]float64 {
@@ -261,7 +279,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -271,7 +289,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		if label != "" {
 			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -289,13 +307,13 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if len(folds) > 0 {
 		fmt.Fprintln(out, "\nfolds: the setting best on one conversation, on the others (evidence recall @1 / @10)")
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "suite\ttuned on\tbest: semantic\texpand\tcontext\tsession\tlead\tbest @1\tbest @10\tdefault @1\tdefault @10\tbaseline @1\tbaseline @10\t\n")
+		fmt.Fprint(tw, "suite\ttuned on\tbest: kw-b\tsemantic\texpand\tcontext\tsession\tlead\tbest @1\tbest @10\tdefault @1\tdefault @10\tbaseline @1\tbaseline @10\t\n")
 		for _, f := range folds {
 			d := f.DefaultAt
 			if d == nil {
 				d = []float64{0, 0}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", f.Suite, f.TunedOn, f.Best.Semantic, f.Best.Expand, f.Best.Context, f.Best.Session, f.Best.Lead,
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", f.Suite, f.TunedOn, f.Best.KeywordLengthNorm, f.Best.Semantic, f.Best.Expand, f.Best.Context, f.Best.Session, f.Best.Lead,
 				f.BestAt[0], f.BestAt[1], d[0], d[1], f.BaseAt[0], f.BaseAt[1])
 		}
 		tw.Flush()

@@ -181,3 +181,38 @@ func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
 		t.Errorf("first item %s at %s, want the latest turn", resp.Items[0].ID, resp.Items[0].OccurredAt)
 	}
 }
+
+// A turn's keyword score is not normalised by its length by default
+// (Fusion.KeywordLengthNorm 0): a long turn that says the asked word twice leads a
+// two-word reply that says it once, which Okapi's usual b = 0.75 puts first.
+func TestKeywordLengthNorm(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	st, emb, ctx := c.st, c.emb, context.Background()
+	const tenant = "acme"
+	long := c.say(tenant, "ola", "s1", "The heron is back at the mill pond, a grey heron standing in the shallows every morning before work, and the neighbours have started leaving the reeds uncut for it.")
+	c.say(tenant, "ola", "s1", "Anyway, how was your weekend?")
+	short := c.say(tenant, "ola", "s1", "A heron? Lovely.")
+	c.say(tenant, "ola", "s1", "Yes, we went to the coast.")
+	first := func(f recall.Fusion) string {
+		t.Helper()
+		eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f})
+		defer eng.Close()
+		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, Query: "heron",
+			K: 5, Retrievers: []string{recall.RetrieverKeyword}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Items) < 2 {
+			t.Fatalf("%d items, want the two turns that say heron", len(resp.Items))
+		}
+		return resp.Items[0].ID
+	}
+	if got := first(recall.DefaultFusion()); got != long.ID {
+		t.Errorf("default: first item %s, want the long turn %s", got, long.ID)
+	}
+	okapi := recall.DefaultFusion()
+	okapi.KeywordLengthNorm = 0.75
+	if got := first(okapi); got != short.ID {
+		t.Errorf("b 0.75: first item %s, want the short reply %s", got, short.ID)
+	}
+}

@@ -43,6 +43,11 @@ type Fusion struct {
 	// Keyword multiplies the keyword score normalised by the best in this recall
 	// (1 for the best-matching turn).
 	Keyword float64 `json:"keyword"`
+	// KeywordLengthNorm is the turn keyword score's BM25 length normalisation b
+	// (0: none, so a short turn is not lifted over a longer one for the same
+	// words; 0.75: Okapi's usual). Part of the statement's text: set when the
+	// engine is made.
+	KeywordLengthNorm float64 `json:"keyword_length_norm"`
 	// Semantic multiplies the cosine similarity to the question.
 	Semantic float64 `json:"semantic"`
 	// SemanticMatch is the similarity from which an item counts as matching the
@@ -80,9 +85,12 @@ type Fusion struct {
 // DefaultFusion are the measured defaults. Session and Lead were chosen by folds
 // (engram eval --tune --tune-grid context): tuned on one conversation of
 // open_conversation, kept because they helped the other two in every fold;
-// Context helped no fold beside Session and stays off.
+// Context helped no fold beside Session and stays off. KeywordLengthNorm 0 was
+// chosen the same way (engram eval --tune --tune-grid keyword): every fold's best
+// lowered b (0 on conversations b and c, 0.25 on a), and tuned on b it raised the
+// other two from 0.469/0.816 to 0.485/0.828 (@1/@10); see eval/README.md.
 func DefaultFusion() Fusion {
-	return Fusion{Keyword: 1, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6, Superseded: 0.3,
+	return Fusion{Keyword: 1, KeywordLengthNorm: 0, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6, Superseded: 0.3,
 		Session: 0.3, Lead: 1}
 }
 

@@ -157,11 +157,17 @@ const sessionsKept = 10
 // document frequency, the corpus size, its frequency in the document, the
 // document's length and the corpus's average length.
 func bm25SQL(df, n, tf, dl, avgdl string) string {
-	return fmt.Sprintf("ln(1 + (%[2]s - %[1]s + 0.5) / (%[1]s + 0.5)) * %[3]s * 2.2 / (%[3]s + 1.2 * (0.25 + 0.75 * %[4]s / %[5]s))", df, n, tf, dl, avgdl)
+	return bm25BSQL(df, n, tf, dl, avgdl, 0.75)
+}
+
+// bm25BSQL is bm25SQL with the length normalisation b (0: none, 1: full).
+func bm25BSQL(df, n, tf, dl, avgdl string, b float64) string {
+	return fmt.Sprintf("ln(1 + (%[2]s - %[1]s + 0.5) / (%[1]s + 0.5)) * %[3]s * 2.2 / (%[3]s + 1.2 * (%[6]s + %[7]s * %[4]s / %[5]s))",
+		df, n, tf, dl, avgdl, strconv.FormatFloat(1-b, 'f', -1, 64), strconv.FormatFloat(b, 'f', -1, 64))
 }
 
 // evidenceKeywordSQL is keyword retrieval over evidence (ekw): Okapi BM25 (k1
-// 1.2, b 0.75) with OR semantics. The corpus statistics are the user's turns,
+// 1.2, b the fusion's KeywordLengthNorm) with OR semantics. The corpus statistics are the user's turns,
 // kept at commit time (evidence_stats, evidence_terms: see the migration
 // evidence_index); a turn's own words count in full and the words of the turn
 // before it (weight C, see storage.InsertEvidence) at 0.35; the length is the
@@ -176,7 +182,7 @@ func bm25SQL(df, n, tf, dl, avgdl string) string {
 // without an order which of them made the last places differed from run to run
 // (one held-out question's recall@10 went from 0 to 1 between two runs of the same
 // build).
-func evidenceKeywordSQL(lexGate string, n int) string {
+func evidenceKeywordSQL(lexGate string, n int, b float64) string {
 	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
 		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
 		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
@@ -191,7 +197,7 @@ func evidenceKeywordSQL(lexGate string, n int) string {
 		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
 		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
 		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC, at DESC, id) AS rk, r FROM (SELECT t.id, t.tid, t.at, "+
-		"sum("+bm25SQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl")+") AS r "+
+		"sum("+bm25BSQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl", b)+") AS r "+
 		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid, t.at ORDER BY r DESC, t.at DESC, t.id LIMIT %d) x), ", postingsPerTerm(n), n)
 }
 
@@ -246,8 +252,8 @@ func sessionKeywordSQL(keep int) string {
 // ctx adds the context retriever (contextKeywordSQL) and sess the session scores
 // (sessionKeywordSQL): each only when its fusion weight is set, so an engine that
 // does not weigh them does not pay for them.
-func buildRecallSQL(current bool, n int, part int, ctx, sess bool) string {
-	return buildSQL(current, factTimeSQL(current), n, part, ctx, sess)
+func buildRecallSQL(current bool, sh sqlShape) string {
+	return buildSQL(current, factTimeSQL(current), sh)
 }
 
 // knownTimeSQL keeps the revisions that, as the memory held them at $24
@@ -260,12 +266,22 @@ const knownTimeSQL = "f.recorded_at <= $24 AND EXISTS (SELECT 1 FROM (" +
 
 // buildKnownSQL is the statement for recall known at $24 (past recall over the
 // revisions as the memory held them then).
-func buildKnownSQL(n int, part int, ctx, sess bool) string {
-	return buildSQL(false, knownTimeSQL, n, part, ctx, sess)
+func buildKnownSQL(sh sqlShape) string {
+	return buildSQL(false, knownTimeSQL, sh)
+}
+
+// sqlShape is what the recall statement's text depends on besides the time
+// filter: n candidates per retriever, the part, whether the context and session
+// retrievers are in it, and the keyword retriever's length normalisation.
+type sqlShape struct {
+	n, part    int
+	ctx, sess  bool
+	lengthNorm float64
 }
 
 // buildSQL assembles the recall statement with tf as its facts' time filter.
-func buildSQL(current bool, tf string, n int, part int, ctx, sess bool) string {
+func buildSQL(current bool, tf string, sh sqlShape) string {
+	n, part, ctx, sess := sh.n, sh.part, sh.ctx, sh.sess
 	// fn bounds the fact retrievers' candidates: half the evidence retrievers'.
 	// Facts are few per user and each is a whole statement, so their best half is
 	// enough for the fusion (the eval's figures are unchanged), and each fact row
@@ -371,7 +387,7 @@ func buildSQL(current bool, tf string, n int, part int, ctx, sess bool) string {
 	b.WriteString(evidenceSemanticSQL(semGate, n))
 	// Keyword over evidence: the turn's own words (ekw), its neighbours' (ectx),
 	// its session's (esess).
-	b.WriteString(evidenceKeywordSQL(lexGate, n))
+	b.WriteString(evidenceKeywordSQL(lexGate, n, sh.lengthNorm))
 	if ctx {
 		b.WriteString(contextKeywordSQL(n))
 	}
@@ -938,9 +954,10 @@ func (e *Engine) recallSQL(p plan, part int) string {
 			if pt == partExpand {
 				built, sess = partLexical, false
 			}
-			e.sqlCurrent[pt] = buildRecallSQL(true, e.opts.CandidateLimit, built, ctx, sess)
-			e.sqlPast[pt] = buildRecallSQL(false, e.opts.CandidateLimit, built, ctx, sess)
-			e.sqlKnown[pt] = buildKnownSQL(e.opts.CandidateLimit, built, ctx, sess)
+			sh := sqlShape{n: e.opts.CandidateLimit, part: built, ctx: ctx, sess: sess, lengthNorm: e.opts.Fusion.KeywordLengthNorm}
+			e.sqlCurrent[pt] = buildRecallSQL(true, sh)
+			e.sqlPast[pt] = buildRecallSQL(false, sh)
+			e.sqlKnown[pt] = buildKnownSQL(sh)
 		}
 	})
 	switch {

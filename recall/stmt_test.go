@@ -37,7 +37,7 @@ func TestParseHits(t *testing.T) {
 func TestRecallSQLFragments(t *testing.T) {
 	for _, c := range []struct{ ctx, sess bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		for _, part := range []int{partAll, partSemantic, partLexical} {
-			sql := buildRecallSQL(true, 40, part, c.ctx, c.sess)
+			sql := buildRecallSQL(true, sqlShape{n: 40, part: part, ctx: c.ctx, sess: c.sess})
 			if got := strings.Contains(sql, "ectx AS ("); got != c.ctx {
 				t.Errorf("ctx %v part %d: context retriever in the statement: %v", c.ctx, part, got)
 			}
