@@ -2,6 +2,7 @@ package recall_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,36 @@ func TestKeywordLengthNorm(t *testing.T) {
 	okapi.KeywordLengthNorm = 0.75
 	if got := first(okapi); got != short.ID {
 		t.Errorf("b 0.75: first item %s, want the short reply %s", got, short.ID)
+	}
+}
+
+// Without length normalisation a pasted document would lead every question it
+// shares words with; a turn longer than longTurn times the average is normalised
+// by its length all the same, so the conversation's answer leads it.
+func TestKeywordLongTurnNormalised(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	st, emb, ctx := c.st, c.emb, context.Background()
+	const tenant = "acme"
+	for i := range 20 {
+		c.say(tenant, "ola", "s1", fmt.Sprintf("Chat number %d about the weekend and the weather.", i))
+	}
+	answer := c.say(tenant, "ola", "s1", "The heron is back at the mill pond, a grey heron in the shallows every morning.")
+	var dump strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&dump, "field%dq ", i)
+		if i%200 == 0 {
+			dump.WriteString("heron ")
+		}
+	}
+	c.say(tenant, "ola", "s1", dump.String())
+	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
+	defer eng.Close()
+	resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, Query: "heron",
+		K: 5, Retrievers: []string{recall.RetrieverKeyword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Items) < 2 || resp.Items[0].ID != answer.ID {
+		t.Fatalf("first item %+v, want the answer turn %s ahead of the 1,000-word dump", resp.Items, answer.ID)
 	}
 }

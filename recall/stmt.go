@@ -157,17 +157,31 @@ const sessionsKept = 10
 // document frequency, the corpus size, its frequency in the document, the
 // document's length and the corpus's average length.
 func bm25SQL(df, n, tf, dl, avgdl string) string {
-	return bm25BSQL(df, n, tf, dl, avgdl, 0.75)
+	return bm25NormSQL(df, n, tf, fmt.Sprintf("(0.25 + 0.75 * %s / %s)", dl, avgdl))
 }
 
-// bm25BSQL is bm25SQL with the length normalisation b (0: none, 1: full).
-func bm25BSQL(df, n, tf, dl, avgdl string, b float64) string {
-	return fmt.Sprintf("ln(1 + (%[2]s - %[1]s + 0.5) / (%[1]s + 0.5)) * %[3]s * 2.2 / (%[3]s + 1.2 * (%[6]s + %[7]s * %[4]s / %[5]s))",
-		df, n, tf, dl, avgdl, strconv.FormatFloat(1-b, 'f', -1, 64), strconv.FormatFloat(b, 'f', -1, 64))
+// bm25NormSQL is one term's BM25 weight with the length normalisation norm (an SQL
+// expression; 1: none).
+func bm25NormSQL(df, n, tf, norm string) string {
+	return fmt.Sprintf("ln(1 + (%[2]s - %[1]s + 0.5) / (%[1]s + 0.5)) * %[3]s * 2.2 / (%[3]s + 1.2 * %[4]s)", df, n, tf, norm)
+}
+
+// longTurn is how many times the average turn's length a turn may have before
+// its keyword score is normalised by its length whatever Fusion.KeywordLengthNorm
+// says: a pasted document or a tool's output of thousands of words says every
+// word often, and would otherwise lead every question.
+const longTurn = 4
+
+// turnBM25SQL is one term's BM25 weight in a turn's own keyword score: length
+// normalisation b (Fusion.KeywordLengthNorm) up to longTurn times the average
+// length, and beyond it Okapi's 0.75 for the length above that.
+func turnBM25SQL(df, n, tf, dl, avgdl string, b float64) string {
+	return bm25NormSQL(df, n, tf, fmt.Sprintf("(%[3]s + %[4]s * %[1]s / %[2]s + 0.75 * greatest(%[1]s / %[2]s - %[5]d, 0))",
+		dl, avgdl, strconv.FormatFloat(1-b, 'f', -1, 64), strconv.FormatFloat(b, 'f', -1, 64), longTurn))
 }
 
 // evidenceKeywordSQL is keyword retrieval over evidence (ekw): Okapi BM25 (k1
-// 1.2, b the fusion's KeywordLengthNorm) with OR semantics. The corpus statistics are the user's turns,
+// 1.2, b the fusion's KeywordLengthNorm, turnBM25SQL) with OR semantics. The corpus statistics are the user's turns,
 // kept at commit time (evidence_stats, evidence_terms: see the migration
 // evidence_index); a turn's own words count in full and the words of the turn
 // before it (weight C, see storage.InsertEvidence) at 0.35; the length is the
@@ -197,7 +211,7 @@ func evidenceKeywordSQL(lexGate string, n int, b float64) string {
 		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
 		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
 		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC, at DESC, id) AS rk, r FROM (SELECT t.id, t.tid, t.at, "+
-		"sum("+bm25BSQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl", b)+") AS r "+
+		"sum("+turnBM25SQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl", b)+") AS r "+
 		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid, t.at ORDER BY r DESC, t.at DESC, t.id LIMIT %d) x), ", postingsPerTerm(n), n)
 }
 
