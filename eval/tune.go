@@ -69,8 +69,9 @@ func ContextGrid() []recall.Fusion {
 }
 
 // KeywordGrid is the grid of the turn keyword score's length normalisation
-// (Fusion.KeywordLengthNorm) against the semantic weight, which it trades with:
-// without length normalisation short turns score lower beside long ones.
+// (Fusion.KeywordLengthNorm) against the semantic weight, which it trades with
+// (without length normalisation short turns score lower beside long ones), and of
+// the weight of a turn's questions (Fusion.Asked) against the normalisation.
 func KeywordGrid() []recall.Fusion {
 	d := recall.DefaultFusion()
 	out := []recall.Fusion{d}
@@ -79,6 +80,15 @@ func KeywordGrid() []recall.Fusion {
 			f := d
 			f.KeywordLengthNorm, f.Semantic = b, sem
 			if f != d {
+				out = append(out, f)
+			}
+		}
+	}
+	for _, asked := range []float64{0, 0.25, 0.5, 1} {
+		for _, b := range []float64{0, 0.25} {
+			f := d
+			f.Asked, f.KeywordLengthNorm = asked, b
+			if !slices.Contains(out, f) {
 				out = append(out, f)
 			}
 		}
@@ -279,7 +289,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -289,7 +299,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		if label != "" {
 			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -307,13 +317,13 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if len(folds) > 0 {
 		fmt.Fprintln(out, "\nfolds: the setting best on one conversation, on the others (evidence recall @1 / @10)")
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "suite\ttuned on\tbest: kw-b\tsemantic\texpand\tcontext\tsession\tlead\tbest @1\tbest @10\tdefault @1\tdefault @10\tbaseline @1\tbaseline @10\t\n")
+		fmt.Fprint(tw, "suite\ttuned on\tbest: kw-b\tasked\tsemantic\texpand\tcontext\tsession\tlead\tbest @1\tbest @10\tdefault @1\tdefault @10\tbaseline @1\tbaseline @10\t\n")
 		for _, f := range folds {
 			d := f.DefaultAt
 			if d == nil {
 				d = []float64{0, 0}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", f.Suite, f.TunedOn, f.Best.KeywordLengthNorm, f.Best.Semantic, f.Best.Expand, f.Best.Context, f.Best.Session, f.Best.Lead,
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", f.Suite, f.TunedOn, f.Best.KeywordLengthNorm, f.Best.Asked, f.Best.Semantic, f.Best.Expand, f.Best.Context, f.Best.Session, f.Best.Lead,
 				f.BestAt[0], f.BestAt[1], d[0], d[1], f.BaseAt[0], f.BaseAt[1])
 		}
 		tw.Flush()

@@ -54,6 +54,23 @@ func (c *convo) say(tenant, user, session, text string) *storage.Evidence {
 	return evd
 }
 
+// firstByKeyword is the first item of a keyword-only recall of the user's turns
+// by an engine with fusion f; the recall must find at least two.
+func (c *convo) firstByKeyword(tenant, user string, f recall.Fusion, query string) string {
+	c.t.Helper()
+	eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f})
+	defer eng.Close()
+	resp, err := eng.Recall(context.Background(), recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: user}, Query: query,
+		K: 5, Retrievers: []string{recall.RetrieverKeyword}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if len(resp.Items) < 2 {
+		c.t.Fatalf("%q: %d items, want at least two", query, len(resp.Items))
+	}
+	return resp.Items[0].ID
+}
+
 // sentences stores the sentence vectors of a long turn, as write.Record does.
 func (c *convo) sentences(tenant string, evd *storage.Evidence) {
 	c.t.Helper()
@@ -188,26 +205,12 @@ func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
 // two-word reply that says it once, which Okapi's usual b = 0.75 puts first.
 func TestKeywordLengthNorm(t *testing.T) {
 	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
-	st, emb, ctx := c.st, c.emb, context.Background()
 	const tenant = "acme"
 	long := c.say(tenant, "ola", "s1", "The heron is back at the mill pond, a grey heron standing in the shallows every morning before work, and the neighbours have started leaving the reeds uncut for it.")
 	c.say(tenant, "ola", "s1", "Anyway, how was your weekend?")
-	short := c.say(tenant, "ola", "s1", "A heron? Lovely.")
+	short := c.say(tenant, "ola", "s1", "Oh, a heron. Lovely.")
 	c.say(tenant, "ola", "s1", "Yes, we went to the coast.")
-	first := func(f recall.Fusion) string {
-		t.Helper()
-		eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f})
-		defer eng.Close()
-		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, Query: "heron",
-			K: 5, Retrievers: []string{recall.RetrieverKeyword}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Items) < 2 {
-			t.Fatalf("%d items, want the two turns that say heron", len(resp.Items))
-		}
-		return resp.Items[0].ID
-	}
+	first := func(f recall.Fusion) string { return c.firstByKeyword(tenant, "ola", f, "heron") }
 	if got := first(recall.DefaultFusion()); got != long.ID {
 		t.Errorf("default: first item %s, want the long turn %s", got, long.ID)
 	}
@@ -246,5 +249,26 @@ func TestKeywordLongTurnNormalised(t *testing.T) {
 	}
 	if len(resp.Items) < 2 || resp.Items[0].ID != answer.ID {
 		t.Fatalf("first item %+v, want the answer turn %s ahead of the 1,000-word dump", resp.Items, answer.ID)
+	}
+}
+
+// The words of a turn's questions count at Fusion.Asked: the turn that says the
+// pottery class was fun leads the later one that asks how it went, which the same
+// words would otherwise put first (the later of equal scores).
+func TestAskedWordsWeighLess(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	const tenant = "acme"
+	told := c.say(tenant, "ola", "s1", "The pottery class was fun.")
+	c.say(tenant, "ola", "s1", "Anyway, the weekend was quiet.")
+	asked := c.say(tenant, "ola", "s1", "How was the pottery class?")
+	c.say(tenant, "ola", "s1", "We stayed in all Sunday.")
+	first := func(f recall.Fusion) string { return c.firstByKeyword(tenant, "ola", f, "pottery class") }
+	if got := first(recall.DefaultFusion()); got != told.ID {
+		t.Errorf("default: first item %s, want the turn that tells %s", got, told.ID)
+	}
+	full := recall.DefaultFusion()
+	full.Asked = 1
+	if got := first(full); got != asked.ID {
+		t.Errorf("asked 1: first item %s, want the later turn that asks %s", got, asked.ID)
 	}
 }

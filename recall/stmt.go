@@ -190,13 +190,16 @@ func turnBM25SQL(df, n, tf, dl, avgdl string, b float64) string {
 // score (many turns), each looked up by its id (OFFSET 0: a generic plan would
 // otherwise read every turn of the user's that matches through the GIN index and
 // join them). etf keeps each matched turn's own (tfo) and previous turn's (tfp)
-// counts apart, for the context and session retrievers. Turns of equal score are
+// counts apart, for the context and session retrievers; the turn's own count
+// takes the words of its questions (weight B, storage.SplitAsked) at the fusion's
+// Asked. Turns of equal score are
 // taken the more recent first, then by id (as the baseline breaks its ties; ectx
 // and esess by id): BM25 ties are common (the same words, the same length), and
 // without an order which of them made the last places differed from run to run
 // (one held-out question's recall@10 went from 0 to 1 between two runs of the same
 // build).
-func evidenceKeywordSQL(lexGate string, n int, b float64) string {
+func evidenceKeywordSQL(lexGate string, n int, b, askedWeight float64) string {
+	asked := strconv.FormatFloat(askedWeight, 'f', -1, 64)
 	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
 		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
 		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
@@ -205,7 +208,8 @@ func evidenceKeywordSQL(lexGate string, n int, b float64) string {
 		"SELECT id, tid, sid, at, search FROM ev WHERE search IS NOT NULL UNION ALL "+
 		"SELECT e.id, e.tid, e.session_id, e.occurred_at, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
 		"etf AS (SELECT m.id, m.tid, m.sid, m.at, m.dl, u.lexeme, c.tfo, c.tfp, c.tfo + 0.35 * c.tfp AS tf "+
-		"FROM em m CROSS JOIN LATERAL unnest(m.search) u CROSS JOIN LATERAL (SELECT (count(*) FILTER (WHERE w <> 'C'))::float8 AS tfo, (count(*) FILTER (WHERE w = 'C'))::float8 AS tfp FROM unnest(u.weights) w) c "+
+		"FROM em m CROSS JOIN LATERAL unnest(m.search) u CROSS JOIN LATERAL (SELECT (count(*) FILTER (WHERE w <> 'C' AND w <> 'B') + "+asked+" * count(*) FILTER (WHERE w = 'B'))::float8 AS tfo, "+
+		"(count(*) FILTER (WHERE w = 'C'))::float8 AS tfp FROM unnest(u.weights) w) c "+
 		"WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
@@ -286,11 +290,12 @@ func buildKnownSQL(sh sqlShape) string {
 
 // sqlShape is what the recall statement's text depends on besides the time
 // filter: n candidates per retriever, the part, whether the context and session
-// retrievers are in it, and the keyword retriever's length normalisation.
+// retrievers are in it, and the keyword retriever's length normalisation and
+// weight of a turn's questions.
 type sqlShape struct {
-	n, part    int
-	ctx, sess  bool
-	lengthNorm float64
+	n, part           int
+	ctx, sess         bool
+	lengthNorm, asked float64
 }
 
 // buildSQL assembles the recall statement with tf as its facts' time filter.
@@ -401,7 +406,7 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	b.WriteString(evidenceSemanticSQL(semGate, n))
 	// Keyword over evidence: the turn's own words (ekw), its neighbours' (ectx),
 	// its session's (esess).
-	b.WriteString(evidenceKeywordSQL(lexGate, n, sh.lengthNorm))
+	b.WriteString(evidenceKeywordSQL(lexGate, n, sh.lengthNorm, sh.asked))
 	if ctx {
 		b.WriteString(contextKeywordSQL(n))
 	}
@@ -968,7 +973,7 @@ func (e *Engine) recallSQL(p plan, part int) string {
 			if pt == partExpand {
 				built, sess = partLexical, false
 			}
-			sh := sqlShape{n: e.opts.CandidateLimit, part: built, ctx: ctx, sess: sess, lengthNorm: e.opts.Fusion.KeywordLengthNorm}
+			sh := sqlShape{n: e.opts.CandidateLimit, part: built, ctx: ctx, sess: sess, lengthNorm: e.opts.Fusion.KeywordLengthNorm, asked: e.opts.Fusion.Asked}
 			e.sqlCurrent[pt] = buildRecallSQL(true, sh)
 			e.sqlPast[pt] = buildRecallSQL(false, sh)
 			e.sqlKnown[pt] = buildKnownSQL(sh)

@@ -319,10 +319,26 @@ func Sentences(text string) []string {
 		}
 		start = end
 	}
+	for _, end := range sentenceEnds(rs) {
+		flush(end, false)
+	}
+	flush(len(rs), true)
+	if len(out) < 2 {
+		return nil
+	}
+	return out
+}
+
+// sentenceEnds are the offsets in rs where a sentence ends: after a newline, or
+// after a stop (with its closing quotes and brackets) at the end, before a space
+// and a word that does not start in lower case (`"no way!" and left` goes on), or
+// at a CJK stop.
+func sentenceEnds(rs []rune) []int {
+	var out []int
 	for i := 0; i < len(rs); i++ {
 		switch rs[i] {
 		case '\n':
-			flush(i+1, false)
+			out = append(out, i+1)
 		case '.', '!', '?', '。', '！', '？':
 			j := i + 1
 			for j < len(rs) && strings.ContainsRune(".!?\"')]”’", rs[j]) {
@@ -332,29 +348,65 @@ func Sentences(text string) []string {
 			for k < len(rs) && rs[k] == ' ' {
 				k++
 			}
-			// A sentence ends at the end, before a space and a word that does not
-			// start in lower case (`"no way!" and left` goes on), or at a CJK stop.
 			if j == len(rs) || rs[i] > 0x3000 || (k > j && k < len(rs) && !unicode.IsLower(rs[k])) || rs[j] == '\n' {
-				flush(j, false)
+				out = append(out, j)
 				i = j - 1
 			}
 		}
 	}
-	flush(len(rs), true)
-	if len(out) < 2 {
-		return nil
-	}
 	return out
+}
+
+// SplitAsked parts text into the sentences that tell (told) and those that ask
+// (asked: ending in a question mark), each joined by spaces in their order. A
+// question asks about what it names rather than saying it ("So how did the 10k
+// go?"), so its words weigh less when a turn is scored against a question (see
+// EvidenceSearch).
+func SplitAsked(text string) (told, asked string) {
+	var t, a []string
+	rs := []rune(text)
+	start := 0
+	flush := func(end int) {
+		sn := strings.TrimSpace(string(rs[start:end]))
+		start = end
+		if sn == "" {
+			return
+		}
+		if end := strings.TrimRight(sn, "\"')]”’!.。！"); strings.HasSuffix(end, "?") || strings.HasSuffix(end, "？") {
+			a = append(a, sn)
+		} else {
+			t = append(t, sn)
+		}
+	}
+	for _, end := range sentenceEnds(rs) {
+		flush(end)
+	}
+	flush(len(rs))
+	return strings.Join(t, " "), strings.Join(a, " ")
+}
+
+// EvidenceSearch is what a stored turn is found by: Told, the words that count in
+// full (what it says, and its speaker's name); Asked, the words of its questions,
+// indexed at weight B (keyword scoring counts them at Fusion.Asked); Context, the
+// turn before it at weight C (a reply is found by the question it answers; counted
+// at a fraction, see recall's BM25).
+type EvidenceSearch struct {
+	Told, Asked, Context string
 }
 
 // InsertEvidence stores evidence for an event of the same tenant. It is idempotent
 // on (event, locator): a retry returns the stored row.
 //
-// searchText is what the row is found by (its words count in full); contextText,
-// when given, is indexed beside it at weight C (the turn before it, so a reply is
-// found by the question it answers); keyword scoring counts context words at a
-// fraction (see recall's BM25).
+// searchText is what the row is found by: its statements count in full and its
+// questions at weight B (SplitAsked); contextText, when given, is indexed beside
+// it at weight C (see EvidenceSearch).
 func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidence, searchText string, contextText ...string) (*Evidence, error) {
+	told, asked := SplitAsked(searchText)
+	return s.InsertEvidenceSearch(ctx, tenantID, ev, EvidenceSearch{Told: told, Asked: asked, Context: strings.Join(contextText, " ")})
+}
+
+// InsertEvidenceSearch is InsertEvidence with the search text in its parts.
+func (s *Store) InsertEvidenceSearch(ctx context.Context, tenantID string, ev *Evidence, search EvidenceSearch) (*Evidence, error) {
 	ev.TenantID = tenantID
 	if err := checkTenant(tenantID); err != nil {
 		return nil, err
@@ -375,11 +427,14 @@ func (s *Store) InsertEvidence(ctx context.Context, tenantID string, ev *Evidenc
 		return nil, err
 	}
 	q := s.conn(ctx).NewInsert().Model(ev)
-	if c := strings.TrimSpace(strings.Join(contextText, " ")); c != "" {
-		q = q.Value("search", "to_tsvector('english', ?) || setweight(to_tsvector('english', ?), 'C')", searchText, c)
-	} else {
-		q = q.Value("search", "to_tsvector('english', ?)", searchText)
+	expr, args := "to_tsvector('english', ?)", []any{search.Told}
+	if a := strings.TrimSpace(search.Asked); a != "" {
+		expr, args = expr+" || setweight(to_tsvector('english', ?), 'B')", append(args, a)
 	}
+	if c := strings.TrimSpace(search.Context); c != "" {
+		expr, args = expr+" || setweight(to_tsvector('english', ?), 'C')", append(args, c)
+	}
+	q = q.Value("search", expr, args...)
 	q = q.On("CONFLICT (tenant_id, event_id, locator) DO NOTHING").Returning("id")
 	if ev.ID == "" {
 		q = q.ExcludeColumn("id")

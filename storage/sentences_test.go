@@ -25,3 +25,20 @@ func TestSentences(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitAsked(t *testing.T) {
+	cases := []struct{ in, told, asked string }{
+		{"So?? How did the 10k go? I've been dying to ask all week.", "I've been dying to ask all week.", "So?? How did the 10k go?"},
+		{"I finished! 58 minutes and 40 seconds.", "I finished! 58 minutes and 40 seconds.", ""},
+		{"Did you hear about the job?!", "", "Did you hear about the job?!"},
+		{"She said \"really?\" and laughed. Want to come?", "She said \"really?\" and laughed.", "Want to come?"},
+		{"你去过杭州吗？我去过两次。", "我去过两次。", "你去过杭州吗？"},
+		{"no punctuation at all", "no punctuation at all", ""},
+		{"", "", ""},
+	}
+	for _, c := range cases {
+		if told, asked := SplitAsked(c.in); told != c.told || asked != c.asked {
+			t.Errorf("SplitAsked(%q) = %q, %q; want %q, %q", c.in, told, asked, c.told, c.asked)
+		}
+	}
+}

@@ -188,9 +188,10 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	if locator == "" {
 		locator = "event:" + ev.ID
 	}
-	// The turn is found by its own words and its speaker's name, and, at a fraction,
-	// by the turn before it in the conversation (a reply by the question it answers).
-	own := prot.Redacted
+	// The turn is found by its own words and its speaker's name (its questions' words
+	// at a fraction), and, at a fraction, by the turn before it in the conversation
+	// (a reply by the question it answers).
+	own, asked := storage.SplitAsked(prot.Redacted)
 	if sp := SpeakerOf(e); llm.SpeakerSubject(sp) != "user" {
 		own = sp + ": " + own
 	}
@@ -219,7 +220,8 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 			row.Embedding, sentences = vs[0], vs[1:]
 		}
 	}
-	evd, err := a.Store.InsertEvidence(ctx, e.TenantID, row, storage.SearchText(own), storage.SearchText(prev))
+	evd, err := a.Store.InsertEvidenceSearch(ctx, e.TenantID, row, storage.EvidenceSearch{
+		Told: storage.SearchText(own), Asked: storage.SearchText(asked), Context: storage.SearchText(prev)})
 	if err != nil {
 		return RecordResult{}, err
 	}
