@@ -33,10 +33,16 @@ func newConvo(t *testing.T, at time.Time) *convo {
 
 func (c *convo) say(tenant, user, session, text string) *storage.Evidence {
 	c.t.Helper()
+	return c.sayIn(tenant, user, session, "", text)
+}
+
+// sayIn is say within a task.
+func (c *convo) sayIn(tenant, user, session, task, text string) *storage.Evidence {
+	c.t.Helper()
 	ctx := context.Background()
 	c.at = c.at.Add(time.Minute)
 	ev, _, err := c.st.InsertEvent(ctx, tenant, &storage.Event{IdempotencyKey: uuid.NewString(), ActorType: "USER", UserID: user,
-		SessionID: session, EventType: "MESSAGE", Content: text, OccurredAt: c.at})
+		SessionID: session, TaskID: task, EventType: "MESSAGE", Content: text, OccurredAt: c.at})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -46,7 +52,7 @@ func (c *convo) say(tenant, user, session, text string) *storage.Evidence {
 	}
 	v := pgvector.NewVector(vs[0])
 	evd, err := c.st.InsertEvidence(ctx, tenant, &storage.Evidence{EventID: ev.ID, Kind: "TURN", Content: text, UserID: user, SessionID: session,
-		OccurredAt: c.at, Embedding: &v}, storage.SearchText(text), storage.SearchText(c.prev[user]))
+		TaskID: task, OccurredAt: c.at, Embedding: &v}, storage.SearchText(text), storage.SearchText(c.prev[user]))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -270,5 +276,28 @@ func TestAskedWordsWeighLess(t *testing.T) {
 	full.Asked = 1
 	if got := first(full); got != asked.ID {
 		t.Errorf("asked 1: first item %s, want the later turn that asks %s", got, asked.ID)
+	}
+}
+
+// A turn said in another of the user's tasks is a lookalike of the task at hand:
+// asked within task trip-1, trip-1's turn leads the later turn of trip-2 with the
+// same words.
+func TestOtherTaskTurnsFollow(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	const tenant = "acme"
+	mine := c.sayIn(tenant, "ola", "s1", "trip-1", "The budget for this trip is 900 euros.")
+	other := c.sayIn(tenant, "ola", "s1", "trip-2", "The budget for this trip is 4000 euros.")
+	eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff})
+	defer eng.Close()
+	for _, task := range []string{"trip-1", "trip-2", ""} {
+		resp, err := eng.Recall(context.Background(), recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, TaskID: task,
+			Query: "budget for this trip", K: 5, Retrievers: []string{recall.RetrieverKeyword}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"trip-1": mine.ID, "trip-2": other.ID, "": other.ID}[task]
+		if len(resp.Items) != 2 || resp.Items[0].ID != want {
+			t.Errorf("task %q: items %+v, want %s first of the two", task, resp.Items, want)
+		}
 	}
 }

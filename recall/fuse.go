@@ -325,6 +325,12 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		} else if c.stale {
 			boost(fw.Superseded, "said of a value since superseded")
 		}
+		if it.Kind == KindEvidence && p.vis.TaskID != "" && it.Scope.TaskID != "" && it.Scope.TaskID != p.vis.TaskID {
+			// A turn said in another of the user's tasks is a lookalike of the task
+			// at hand ("this trip's budget" of another trip): the narrower scope
+			// wins, as it does among facts.
+			boost(otherTask, "said in another task")
+		}
 		if q.From != nil && q.To != nil && !it.OccurredAt.Before(*q.From) && !it.OccurredAt.After(*q.To) {
 			boost(1.25, "in the time asked about")
 		}
@@ -424,6 +430,9 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 	}
 	return items
 }
+
+// otherTask multiplies a turn said in another task than the one at hand.
+const otherTask = 0.5
 
 // leadFirst moves the best n candidates by their score without the context
 // (cand.lead) to the front, in that order, ahead of the rest as ranked; a
