@@ -104,7 +104,7 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights) context (the neighbour and session weights) or keyword (the turn keyword score's length normalisation against the semantic weight)")
+	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights) or keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions)")
 	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
 	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
