@@ -206,24 +206,45 @@ func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
 	}
 }
 
-// A turn's keyword score is not normalised by its length by default
-// (Fusion.KeywordLengthNorm 0): a long turn that says the asked word twice leads a
-// two-word reply that says it once, which Okapi's usual b = 0.75 puts first.
-func TestKeywordLengthNorm(t *testing.T) {
-	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
-	const tenant = "acme"
-	long := c.say(tenant, "ola", "s1", "The heron is back at the mill pond, a grey heron standing in the shallows every morning before work, and the neighbours have started leaving the reeds uncut for it.")
-	c.say(tenant, "ola", "s1", "Anyway, how was your weekend?")
-	short := c.say(tenant, "ola", "s1", "Oh, a heron. Lovely.")
-	c.say(tenant, "ola", "s1", "Yes, we went to the coast.")
-	first := func(f recall.Fusion) string { return c.firstByKeyword(tenant, "ola", f, "heron") }
-	if got := first(recall.DefaultFusion()); got != long.ID {
-		t.Errorf("default: first item %s, want the long turn %s", got, long.ID)
+// How a turn's own words are weighed, each against the default and the setting
+// it replaced: without length normalisation (Fusion.KeywordLengthNorm 0) a long
+// turn that says the asked word twice leads a two-word reply that says it once,
+// which Okapi's usual b = 0.75 puts first; the words of a turn's questions count at
+// Fusion.Asked, so the turn that says the pottery class was fun leads the later one
+// that asks how it went, which the same words put first at 1 (the later of equal
+// scores).
+func TestKeywordWeights(t *testing.T) {
+	cases := []struct {
+		name  string
+		turns []string
+		query string
+		set   func(*recall.Fusion)
+		// the turns (by index) the default and the other setting put first
+		def, other int
+	}{
+		{"length", []string{
+			"The heron is back at the mill pond, a grey heron standing in the shallows every morning before work, and the neighbours have started leaving the reeds uncut for it.",
+			"Anyway, how was your weekend?", "Oh, a heron. Lovely.", "Yes, we went to the coast."},
+			"heron", func(f *recall.Fusion) { f.KeywordLengthNorm = 0.75 }, 0, 2},
+		{"asked", []string{"The pottery class was fun.", "Anyway, the weekend was quiet.", "How was the pottery class?", "We stayed in all Sunday."},
+			"pottery class", func(f *recall.Fusion) { f.Asked = 1 }, 0, 2},
 	}
-	okapi := recall.DefaultFusion()
-	okapi.KeywordLengthNorm = 0.75
-	if got := first(okapi); got != short.ID {
-		t.Errorf("b 0.75: first item %s, want the short reply %s", got, short.ID)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+			var ids []string
+			for _, text := range tc.turns {
+				ids = append(ids, c.say("acme", "ola", "s1", text).ID)
+			}
+			if got := c.firstByKeyword("acme", "ola", recall.DefaultFusion(), tc.query); got != ids[tc.def] {
+				t.Errorf("default: first item %s, want %q", got, tc.turns[tc.def])
+			}
+			f := recall.DefaultFusion()
+			tc.set(&f)
+			if got := c.firstByKeyword("acme", "ola", f, tc.query); got != ids[tc.other] {
+				t.Errorf("%+v: first item %s, want %q", f, got, tc.turns[tc.other])
+			}
+		})
 	}
 }
 
@@ -232,12 +253,10 @@ func TestKeywordLengthNorm(t *testing.T) {
 // by its length all the same, so the conversation's answer leads it.
 func TestKeywordLongTurnNormalised(t *testing.T) {
 	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
-	st, emb, ctx := c.st, c.emb, context.Background()
-	const tenant = "acme"
 	for i := range 20 {
-		c.say(tenant, "ola", "s1", fmt.Sprintf("Chat number %d about the weekend and the weather.", i))
+		c.say("acme", "ola", "s1", fmt.Sprintf("Chat number %d about the weekend and the weather.", i))
 	}
-	answer := c.say(tenant, "ola", "s1", "The heron is back at the mill pond, a grey heron in the shallows every morning.")
+	answer := c.say("acme", "ola", "s1", "The heron is back at the mill pond, a grey heron in the shallows every morning.")
 	var dump strings.Builder
 	for i := range 1000 {
 		fmt.Fprintf(&dump, "field%dq ", i)
@@ -245,37 +264,9 @@ func TestKeywordLongTurnNormalised(t *testing.T) {
 			dump.WriteString("heron ")
 		}
 	}
-	c.say(tenant, "ola", "s1", dump.String())
-	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogOff})
-	defer eng.Close()
-	resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "ola"}, Query: "heron",
-		K: 5, Retrievers: []string{recall.RetrieverKeyword}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Items) < 2 || resp.Items[0].ID != answer.ID {
-		t.Fatalf("first item %+v, want the answer turn %s ahead of the 1,000-word dump", resp.Items, answer.ID)
-	}
-}
-
-// The words of a turn's questions count at Fusion.Asked: the turn that says the
-// pottery class was fun leads the later one that asks how it went, which the same
-// words would otherwise put first (the later of equal scores).
-func TestAskedWordsWeighLess(t *testing.T) {
-	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
-	const tenant = "acme"
-	told := c.say(tenant, "ola", "s1", "The pottery class was fun.")
-	c.say(tenant, "ola", "s1", "Anyway, the weekend was quiet.")
-	asked := c.say(tenant, "ola", "s1", "How was the pottery class?")
-	c.say(tenant, "ola", "s1", "We stayed in all Sunday.")
-	first := func(f recall.Fusion) string { return c.firstByKeyword(tenant, "ola", f, "pottery class") }
-	if got := first(recall.DefaultFusion()); got != told.ID {
-		t.Errorf("default: first item %s, want the turn that tells %s", got, told.ID)
-	}
-	full := recall.DefaultFusion()
-	full.Asked = 1
-	if got := first(full); got != asked.ID {
-		t.Errorf("asked 1: first item %s, want the later turn that asks %s", got, asked.ID)
+	c.say("acme", "ola", "s1", dump.String())
+	if got := c.firstByKeyword("acme", "ola", recall.DefaultFusion(), "heron"); got != answer.ID {
+		t.Fatalf("first item %s, want the answer turn %s ahead of the 1,000-word dump", got, answer.ID)
 	}
 }
 
