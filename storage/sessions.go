@@ -80,8 +80,10 @@ func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (*Se
 
 // AppendTurn adds a turn to a session's working memory, keeping the last keep
 // turns in time order. It is idempotent per evidence id: a turn already kept, or
-// older than every kept turn of a full window (it was kept once and has aged out),
-// changes nothing and returns appended=false. The session row is created on first
+// no newer than every kept turn of a full window (it was kept once and has aged
+// out, perhaps beside a turn of the same instant that stayed), changes nothing
+// and returns appended=false. So a turn that arrives that late for the first
+// time is not counted either: a retried request never counts twice. The session row is created on first
 // use and belongs to userID; a turn for a session of another user is refused.
 func (s *Store) AppendTurn(ctx context.Context, tenantID, sessionID, userID string, t Turn, keep int) (sess *Session, appended bool, err error) {
 	if err := checkTenant(tenantID); err != nil {
@@ -134,7 +136,7 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 			return sess, false, nil
 		}
 	}
-	if len(sess.Recent) >= keep && len(sess.Recent) > 0 && t.At.Before(sess.Recent[0].At) {
+	if len(sess.Recent) >= keep && len(sess.Recent) > 0 && !t.At.After(sess.Recent[0].At) {
 		return sess, false, nil
 	}
 	recent := append(slices.Clone(sess.Recent), t)

@@ -65,6 +65,29 @@ func TestAppendTurnKeepsTheLastTurnsInOrder(t *testing.T) {
 	assert.True(t, appended)
 }
 
+// A turn that aged out of a full window at the same instant as the oldest turn
+// kept (turns of one instant are common in imports) is still a replay: sent
+// again it is not appended, and the session's count does not move.
+func TestAppendTurnReplayOfATieThatAgedOut(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	a, b, c := turn(1), turn(2), turn(3)
+	b.At, c.At = a.At, a.At.Add(time.Minute)
+	for _, tu := range []storage.Turn{a, b, c} {
+		_, appended, err := st.AppendTurn(ctx, "tA", "s1", "u1", tu, 2)
+		require.NoError(t, err)
+		require.True(t, appended)
+	}
+	s, err := st.GetSession(ctx, "tA", "s1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"turn 2", "turn 3"}, []string{s.Recent[0].Text, s.Recent[1].Text})
+	_, appended, err := st.AppendTurn(ctx, "tA", "s1", "u1", a, 2)
+	require.NoError(t, err)
+	assert.False(t, appended, "the replay of a turn that aged out at the oldest kept instant")
+	s, _ = st.GetSession(ctx, "tA", "s1")
+	assert.Equal(t, 3, s.TurnCount)
+}
+
 func TestAppendTurnConcurrentWritersLoseNothing(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
