@@ -122,7 +122,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			return nil, err
 		}
 		// A tenant's stored schemas drive query parsing as they drive extraction.
-		a.Recall = recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: cfg.DefaultSchema, MaxStatements: cfg.RecallMaxStatements, Logger: log})
+		a.Recall = recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: cfg.DefaultSchema, MaxStatements: cfg.RecallMaxStatements, Timeout: cfg.RecallTimeout, Logger: log})
 		a.closers = append(a.closers, func() { a.Recall.Close() })
 		// Acknowledged writes are started in the background: the ack returns once the
 		// event is stored (the sweep starts any the process did not).

@@ -60,6 +60,10 @@ type Config struct {
 	// RecallMaxStatements bounds the recall statements running on Postgres at
 	// once (recall.Options.MaxStatements; 0: the engine's default, -1: none).
 	RecallMaxStatements int
+	// RecallTimeout bounds every recall (ENGRAM_RECALL_TIMEOUT, default 2s;
+	// recall.Options.Timeout): Postgres cancels a statement past it, and the
+	// caller gets deadline_exceeded naming the limit.
+	RecallTimeout time.Duration
 
 	// Tasks.
 	ActionURL           string        // the action endpoint side-effecting steps call
@@ -195,6 +199,11 @@ func FromEnv() (Config, error) {
 	if v := os.Getenv("ENGRAM_RECALL_MAX_STATEMENTS"); v != "" {
 		if c.RecallMaxStatements, err = strconv.Atoi(v); err != nil || (c.RecallMaxStatements < 1 && c.RecallMaxStatements != -1) {
 			return c, fmt.Errorf("ENGRAM_RECALL_MAX_STATEMENTS: %q must be a positive integer, or -1 for no bound", v)
+		}
+	}
+	if v := os.Getenv("ENGRAM_RECALL_TIMEOUT"); v != "" {
+		if c.RecallTimeout, err = time.ParseDuration(v); err != nil || c.RecallTimeout < time.Millisecond || c.RecallTimeout > time.Hour {
+			return c, fmt.Errorf("ENGRAM_RECALL_TIMEOUT: %q must be a duration from 1ms to 1h, such as 2s", v)
 		}
 	}
 	if v := os.Getenv("ENGRAM_EXTRACT_ATTEMPTS"); v != "" {

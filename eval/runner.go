@@ -330,6 +330,11 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 		return nil, firstErr
 	}
 	ingestTime := time.Since(started)
+	// What a bulk import leaves behind has never been analysed (autovacuum comes
+	// when it comes): the engine analyses after it, as a user's import should.
+	if err := opt.Store.Analyze(ctx); err != nil {
+		return nil, fmt.Errorf("analyze after ingest: %w", err)
+	}
 
 	// Phase 2: ask every probe, once all tenants' memory is in place (so a leak
 	// across scenarios or tenants would show).

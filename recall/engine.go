@@ -97,6 +97,12 @@ type Options struct {
 	// 28/29 ms). The bound is per engine: with Postgres on a larger machine of
 	// its own, raise it (ENGRAM_RECALL_MAX_STATEMENTS).
 	MaxStatements int
+	// Timeout bounds every recall (default DefaultTimeout; ENGRAM_RECALL_TIMEOUT),
+	// and a caller's earlier deadline bounds it further. Postgres enforces it: the
+	// engine reads through a pool of its own whose sessions carry it as
+	// statement_timeout, and a statement whose caller's context ends is cancelled
+	// in the server at once. A recall past it fails with a TimeoutError.
+	Timeout time.Duration
 	// Now is the clock (tests); default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -187,8 +193,11 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 	if opts.MaxStatements == 0 {
 		opts.MaxStatements = max(2, runtime.GOMAXPROCS(0)+1)
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
 	_, pg := kw.(*PostgresKeyword)
-	e := &Engine{store: store, db: store.DB(), emb: emb, kw: kw, pgKW: pg, schemas: schemas, opts: opts, schemaCache: map[string]schemaEntry{}}
+	e := &Engine{store: store, db: store.OpenReadPool(opts.Timeout, 32), emb: emb, kw: kw, pgKW: pg, schemas: schemas, opts: opts, schemaCache: map[string]schemaEntry{}}
 	if opts.MaxStatements > 0 {
 		e.slots = make(chan struct{}, opts.MaxStatements)
 	}
@@ -197,7 +206,10 @@ func New(store *storage.Store, emb embedding.Embedder, kw KeywordIndex, schemas 
 }
 
 // Close flushes queued access-log writes and stops the background writer.
-func (e *Engine) Close() error { return e.log.close() }
+func (e *Engine) Close() error {
+	err := e.log.close()
+	return errors.Join(err, e.db.Close())
+}
 
 // Flush waits until every queued access-log write is stored.
 func (e *Engine) Flush(ctx context.Context) error { return e.log.flush(ctx) }
@@ -334,6 +346,14 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 	if err := e.validate(&req, now); err != nil {
 		return Response{}, err
 	}
+	ctx, cancel, limit := e.withLimit(ctx)
+	defer cancel()
+	resp, err := e.recall(ctx, req, start, now)
+	return resp, timeoutErr(ctx, "recall", limit, err)
+}
+
+// recall is Recall once the request is valid and bounded by its limit.
+func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) (Response, error) {
 	timings := map[string]time.Duration{}
 	mark := func(step string, since time.Time) { timings[step] = time.Since(since) }
 
@@ -531,7 +551,7 @@ func (e *Engine) asKnown(ctx context.Context, p plan, facts []factRow) ([]factRo
 	for _, f := range facts {
 		ids = append(ids, f.ID)
 	}
-	states, err := storage.FactStatesAt(ctx, e.store.DB(), p.vis.TenantID, ids, p.knownAt)
+	states, err := storage.FactStatesAt(ctx, e.db, p.vis.TenantID, ids, p.knownAt)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/task"
@@ -106,6 +107,10 @@ func toConnect(ctx context.Context, err error) error {
 			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "source", Description: p.String()})
 		}
 		return badRequest(err, vs...)
+	}
+	var te *recall.TimeoutError
+	if errors.As(err, &te) {
+		return connect.NewError(connect.CodeDeadlineExceeded, te)
 	}
 	switch {
 	case errors.Is(err, storage.ErrNotFound):

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/recall"
 )
 
 // Outages are UNAVAILABLE, so clients that retry only that code keep the write:
@@ -54,6 +57,12 @@ func TestOutagesAreUnavailable(t *testing.T) {
 	cancel()
 	if got := connect.CodeOf(toConnect(done, context.Canceled)); got != connect.CodeCanceled {
 		t.Errorf("the caller's own cancel: %v, want canceled", got)
+	}
+	// A recall past its limit (the server's, the caller's deadline not reached):
+	// deadline_exceeded naming the operation and the limit, never unavailable.
+	slow := toConnect(ctx, fmt.Errorf("wrapped: %w", &recall.TimeoutError{Op: "recall", Limit: 2 * time.Second}))
+	if got := connect.CodeOf(slow); got != connect.CodeDeadlineExceeded || !strings.Contains(slow.Error(), "recall did not finish within 2s") {
+		t.Errorf("a recall past its limit: %v (%v), want deadline_exceeded naming recall and 2s", got, slow)
 	}
 	if got := connect.CodeOf(toConnect(ctx, errors.New("something else"))); got != connect.CodeInternal {
 		t.Errorf("an unknown error: %v, want internal", got)

@@ -39,7 +39,8 @@ var ErrIdempotencyConflict = errors.New("idempotency key already used with diffe
 
 // Store wraps the bun database handle.
 type Store struct {
-	db *bun.DB
+	db  *bun.DB
+	url string
 }
 
 // Open connects to Postgres. It does not migrate; call Migrate for that.
@@ -62,7 +63,32 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, url: url}, nil
+}
+
+// OpenReadPool opens a pool of its own on the store's database for a reader whose
+// statements Postgres must end by itself: every session starts with
+// statement_timeout set to timeout, so a statement still running past it is
+// cancelled by the server whatever became of its client (a client that gives up
+// only closes its socket, which a backend busy with a statement does not notice
+// until it has a row to send). The main pool has no such bound: the write path's
+// and maintenance's statements are bounded by their activities. It opens no
+// connection until one is used; close it with the returned bun.DB's Close.
+func (s *Store) OpenReadPool(timeout time.Duration, maxOpen int) *bun.DB {
+	ms := max(timeout.Milliseconds(), 1)
+	conn := pgdriver.NewConnector(pgdriver.WithDSN(s.url), pgdriver.WithTimeout(10*time.Second), genericPlans,
+		func(c *pgdriver.Config) {
+			params := map[string]any{"statement_timeout": strconv.FormatInt(ms, 10)}
+			for k, v := range c.ConnParams {
+				params[k] = v
+			}
+			c.ConnParams = params
+		})
+	sqldb := sql.OpenDB(conn)
+	sqldb.SetMaxOpenConns(maxOpen)
+	sqldb.SetMaxIdleConns(maxOpen)
+	sqldb.SetConnMaxIdleTime(5 * time.Minute)
+	return bun.NewDB(sqldb, pgdialect.New())
 }
 
 // genericPlans starts every connection with plan_cache_mode force_generic_plan (unless
@@ -113,6 +139,14 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	}
 	if err := s.CheckEmbeddingDim(ctx, EmbeddingDim); err != nil {
 		return names, err
+	}
+	// A migration may create or rewrite tables and indexes: their statistics are
+	// made now rather than whenever autovacuum comes, so the first plans are not
+	// made blind.
+	if len(names) > 0 {
+		if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
+			return names, fmt.Errorf("analyze after migrating: %w", err)
+		}
 	}
 	return names, nil
 }
