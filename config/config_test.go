@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,5 +52,25 @@ func TestRecallMaxStatements(t *testing.T) {
 		_, err := FromEnv()
 		require.Error(t, err, v)
 		assert.Contains(t, err.Error(), "ENGRAM_RECALL_MAX_STATEMENTS", v)
+	}
+}
+
+// ENGRAM_RECALL_TIMEOUT: a duration from 1ms to 1h; unset leaves the engine's
+// default (0); anything else is refused with the variable's name.
+func TestRecallTimeout(t *testing.T) {
+	cfg, err := FromEnv()
+	require.NoError(t, err)
+	assert.Zero(t, cfg.RecallTimeout)
+	for v, want := range map[string]time.Duration{"2s": 2 * time.Second, "1ms": time.Millisecond, "1h": time.Hour, "250ms": 250 * time.Millisecond} {
+		t.Setenv("ENGRAM_RECALL_TIMEOUT", v)
+		cfg, err := FromEnv()
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.RecallTimeout, v)
+	}
+	for _, v := range []string{"0", "-1s", "500us", "2h", "soon", "2"} {
+		t.Setenv("ENGRAM_RECALL_TIMEOUT", v)
+		_, err := FromEnv()
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), "ENGRAM_RECALL_TIMEOUT", v)
 	}
 }

@@ -48,15 +48,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if strings.TrimSpace(url) == "" {
 		return nil, memory.FieldError{Field: "ENGRAM_DATABASE_URL", Problem: "is empty"}
 	}
-	conn := pgdriver.NewConnector(pgdriver.WithDSN(url), pgdriver.WithTimeout(10*time.Second), genericPlans)
-	sqldb := sql.OpenDB(conn)
-	sqldb.SetMaxOpenConns(32)
-	// As many idle as open: at full concurrency a connection returned beyond the
-	// idle limit is closed and the next call opens (forks) a new backend, which
-	// cost the write path about a tenth of its throughput at 32 callers.
-	sqldb.SetMaxIdleConns(32)
-	sqldb.SetConnMaxIdleTime(5 * time.Minute)
-	db := bun.NewDB(sqldb, pgdialect.New())
+	db := pool(url, 32, map[string]any{"plan_cache_mode": "force_generic_plan"})
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
@@ -75,38 +67,39 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // and maintenance's statements are bounded by their activities. It opens no
 // connection until one is used; close it with the returned bun.DB's Close.
 func (s *Store) OpenReadPool(timeout time.Duration, maxOpen int) *bun.DB {
-	ms := max(timeout.Milliseconds(), 1)
-	conn := pgdriver.NewConnector(pgdriver.WithDSN(s.url), pgdriver.WithTimeout(10*time.Second), genericPlans,
-		func(c *pgdriver.Config) {
-			params := map[string]any{"statement_timeout": strconv.FormatInt(ms, 10)}
-			for k, v := range c.ConnParams {
-				params[k] = v
-			}
-			c.ConnParams = params
-		})
+	ms := strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	return pool(s.url, maxOpen, map[string]any{"plan_cache_mode": "force_generic_plan", "statement_timeout": ms})
+}
+
+// pool is a pool of up to maxOpen connections to url whose sessions start with
+// params (a parameter the URL sets keeps the URL's value).
+//
+// plan_cache_mode force_generic_plan: the prepared statements (prepared.go, and
+// recall's) have a fixed shape, with the constants that select partial indexes
+// written into their text, so one plan serves every call; left to choose,
+// Postgres kept planning some of them per call (a select of events by key, whose
+// array parameter it costs as ten keys, 0.07 ms a call). Statements bun sends
+// with their values in the text are planned per call as before.
+//
+// As many idle connections as open: at full concurrency a connection returned
+// beyond the idle limit is closed and the next call opens (forks) a new backend,
+// which cost the write path about a tenth of its throughput at 32 callers.
+func pool(url string, maxOpen int, params map[string]any) *bun.DB {
+	conn := pgdriver.NewConnector(pgdriver.WithDSN(url), pgdriver.WithTimeout(10*time.Second), func(c *pgdriver.Config) {
+		merged := map[string]any{}
+		for k, v := range params {
+			merged[k] = v
+		}
+		for k, v := range c.ConnParams {
+			merged[k] = v
+		}
+		c.ConnParams = merged
+	})
 	sqldb := sql.OpenDB(conn)
 	sqldb.SetMaxOpenConns(maxOpen)
 	sqldb.SetMaxIdleConns(maxOpen)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	return bun.NewDB(sqldb, pgdialect.New())
-}
-
-// genericPlans starts every connection with plan_cache_mode force_generic_plan (unless
-// the URL sets it): the prepared statements (prepared.go, and recall's) have a fixed
-// shape, with the constants that select partial indexes written into their text, so
-// one plan serves every call; left to choose, Postgres kept planning some of them
-// per call (a select of events by key, whose array parameter it costs as ten keys,
-// 0.07 ms a call). Statements bun sends with their values in the text are planned
-// per call as before.
-func genericPlans(c *pgdriver.Config) {
-	if _, set := c.ConnParams["plan_cache_mode"]; set {
-		return
-	}
-	params := map[string]any{"plan_cache_mode": "force_generic_plan"}
-	for k, v := range c.ConnParams {
-		params[k] = v
-	}
-	c.ConnParams = params
 }
 
 // DB exposes the handle for packages that build their own queries (recall).
