@@ -30,6 +30,13 @@ type Config struct {
 	Judge    bool   // answer + LLM judge when an LLM is configured
 	KeepDB   bool
 	Parallel int
+	// ReuseDB and RunID: ask the probes of a database a run kept (KeepDB) under
+	// this run id, without ingesting again (the note of a kept run names both).
+	ReuseDB string
+	RunID   string
+	// Folds: 2 reports the LoCoMo halves (tuned on conversations 0-4, reported on
+	// 5-9, and the reverse) in --tune.
+	Folds int
 
 	DatabaseURL     string
 	TemporalAddress string
@@ -82,7 +89,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("eval: ENGRAM_DATABASE_URL is not set (eval \"$(scripts/stack env)\")")
 	}
-	st, dbName, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, cfg.KeepDB)
+	st, dbName, runID, reuse, drop, err := openRunDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +115,18 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	rep, err := Run(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
 		Gov: cfg.Gov, NewRecaller: factory, NoBaseline: cfg.Recall == "baseline", LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
-		Retrievers: cfg.Retrievers,
+		Retrievers: cfg.Retrievers, RunID: runID, Reuse: reuse,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if lstats != nil && len(rep.Suites) == 1 {
-		LoCoMoExtra(&rep.Suites[0], *lstats)
+		sr := &rep.Suites[0]
+		LoCoMoExtra(sr, *lstats)
+		sr.MissCauses = MissCauses(suites[0], sr.Probes)
+		if sr.baselineProbes != nil {
+			sr.BaselineMissCauses = MissCauses(suites[0], sr.baselineProbes)
+		}
 	}
 	for _, s := range suites {
 		if sr := rep.Suite(s.Name); sr != nil && s.LoCoMo != nil && lstats == nil {
@@ -122,8 +134,11 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		}
 	}
 	addJudge(rep, cfg, judge)
-	if cfg.KeepDB {
-		rep.Notes = append(rep.Notes, "database kept: "+dbName)
+	if cfg.KeepDB && !reuse {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("database kept: %s, run id %s (ask again with --reuse-db %s --run-id %s)", dbName, runID, dbName, runID))
+	}
+	if reuse {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("probes asked of the kept database %s (run id %s), not ingested again", dbName, runID))
 	}
 	if cfg.Recall == "baseline" {
 		rep.Notes = append(rep.Notes, "recaller: the plain baseline, not the recall engine")

@@ -41,6 +41,9 @@ func CompareMain(ctx context.Context, cfg Config, out io.Writer) (*Comparison, e
 		fmt.Fprintln(out, "eval: llm mode skipped: no LLM endpoint is configured")
 		return nil, nil
 	}
+	if cfg.ReuseDB != "" || cfg.KeepDB {
+		return nil, errors.New("eval: --embedders ingests each embedder into its own database: --keep-db and --reuse-db do not apply")
+	}
 	if cfg.LoCoMo != "" {
 		return nil, errors.New("eval: --embedders compares the shipped suites; run a LoCoMo file on its own")
 	}
@@ -85,14 +88,18 @@ func compareOne(ctx context.Context, cfg Config, suites []*Suite, ne NamedEmbedd
 	return runFresh(ctx, cfg, suites, ne.Embedder, variants)
 }
 
-// runFresh runs the variants over the suites in a fresh database (dropped after)
+// runFresh runs the variants over the suites in a fresh database (dropped after
+// unless cfg.KeepDB), or in the kept one of cfg.ReuseDB
 // with a worker of its own.
 func runFresh(ctx context.Context, cfg Config, suites []*Suite, em embedding.Embedder, variants []Variant) ([]*Report, error) {
-	st, _, drop, err := FreshDatabase(ctx, cfg.DatabaseURL, false)
+	st, name, runID, reuse, drop, err := openRunDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
+	if cfg.KeepDB && !reuse && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "database kept: %s, run id %s (ask again with --reuse-db %s --run-id %s)\n", name, runID, name, runID)
+	}
 	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -100,7 +107,7 @@ func runFresh(ctx context.Context, cfg Config, suites []*Suite, em embedding.Emb
 	defer c.Close()
 	return RunVariants(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: em,
-		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress,
+		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, RunID: runID, Reuse: reuse,
 	}, variants)
 }
 

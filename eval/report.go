@@ -84,6 +84,10 @@ type SuiteReport struct {
 	// Folds: in a suite of several conversations, per conversation tuned on, the
 	// engine and the baseline on the other conversations (see Folds).
 	Folds []FoldRow `json:"folds,omitempty"`
+	// MissCauses and BaselineMissCauses: the evidence turns missed at @10 by
+	// category and cause (see MissCauses), the engine's and the baseline's.
+	MissCauses         map[string]map[string]int `json:"miss_causes,omitempty"`
+	BaselineMissCauses map[string]map[string]int `json:"baseline_miss_causes,omitempty"`
 	// baselineProbes are the baseline's probe results, for the folds.
 	baselineProbes []ProbeResult
 	Thresholds     Bounds             `json:"thresholds"`
@@ -335,6 +339,13 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w)
 	r.writeBaselineTable(w)
 	r.writeFoldTable(w)
+	for _, s := range r.Suites {
+		if len(s.MissCauses) > 0 {
+			fmt.Fprintf(w, "%s:", s.Suite)
+			writeMissCauses(w, s.MissCauses, s.BaselineMissCauses)
+			fmt.Fprintln(w)
+		}
+	}
 	for _, s := range r.Suites {
 		fmt.Fprintf(w, "%s [%s]: %d scenarios, %d turns %v, write p50/p95/p99 %.1f/%.1f/%.1f ms", s.Suite, s.Mode, s.Scenarios, s.Turns, statuses(s.Statuses), s.WriteP50MS, s.WriteP95MS, s.WriteP99MS)
 		if e := s.Extraction; e != nil {

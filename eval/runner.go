@@ -82,6 +82,10 @@ type Options struct {
 	RunID string
 	// NoBaseline skips asking the baseline beside the recaller (see Run).
 	NoBaseline bool
+	// Reuse asks the probes of a database an earlier run with this RunID ingested
+	// into (--keep-db, then --reuse-db): nothing is written, the turns' evidence is
+	// looked up by idempotency key. For trying recall changes without ingesting again.
+	Reuse bool
 	// Mismatch, when set, is told every judged turn whose extracted candidates differ
 	// from its gold (for looking at what the extractor got wrong).
 	Mismatch func(suite, turn, text string, want, got []string)
@@ -305,9 +309,20 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	started := time.Now()
 	var turns []*TurnResult
 	var firstErr error
+	if opt.Reuse {
+		if turns, err = r.reused(ctx, jobs); err != nil {
+			return nil, err
+		}
+		if bar != nil {
+			_ = bar.Add(len(turns))
+		}
+	}
 	sem := make(chan struct{}, opt.Parallel)
 	var wg sync.WaitGroup
 	for _, j := range jobs {
+		if opt.Reuse {
+			break
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(j job) {
@@ -401,6 +416,49 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 	r.turnRes[turnKey(tenant, sc.Name, sc.Instance, t.ID)] = tr
 	r.mu.Unlock()
 	return tr
+}
+
+// reused looks up the turns of a database ingested by an earlier run with the
+// same RunID (Options.Reuse): each turn's event and evidence by idempotency key.
+func (r *Runner) reused(ctx context.Context, jobs []job) ([]*TurnResult, error) {
+	type hit struct {
+		Key        string `bun:"idempotency_key"`
+		EventID    string `bun:"event_id"`
+		EvidenceID string `bun:"evidence_id"`
+		Status     string `bun:"status"`
+	}
+	byTenant := map[string]map[string]hit{}
+	var out []*TurnResult
+	for _, j := range jobs {
+		for _, t := range j.sc.Turns {
+			u, _ := j.sc.user(t.Speaker, t.Tenant)
+			tenant := TenantID(j.suite.Name, *j.sc, u.Tenant)
+			hits, ok := byTenant[tenant]
+			if !ok {
+				var rows []hit
+				err := r.opt.Store.DB().NewRaw(`SELECT e.idempotency_key, e.id::text AS event_id, coalesce(min(v.id::text), '') AS evidence_id, e.status
+FROM events e LEFT JOIN evidence v ON v.tenant_id = e.tenant_id AND v.event_id = e.id
+WHERE e.tenant_id = ? GROUP BY e.idempotency_key, e.id, e.status`, tenant).Scan(ctx, &rows)
+				if err != nil {
+					return nil, fmt.Errorf("reuse: look up the turns of %s: %w", tenant, err)
+				}
+				hits = map[string]hit{}
+				for _, h := range rows {
+					hits[h.Key] = h
+				}
+				byTenant[tenant] = hits
+			}
+			h, ok := hits[r.opt.RunID+"/"+t.ID]
+			if !ok {
+				return nil, fmt.Errorf("reuse: turn %s of %s/%s is not in the database (another run id?)", t.ID, j.suite.Name, j.sc.Name)
+			}
+			tr := &TurnResult{Suite: j.suite.Name, Scenario: j.sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil,
+				Status: h.Status, EventID: h.EventID, EvidenceID: h.EvidenceID}
+			r.turnRes[turnKey(tenant, j.sc.Name, j.sc.Instance, t.ID)] = tr
+			out = append(out, tr)
+		}
+	}
+	return out, nil
 }
 
 // evidenceOf returns the evidence id of a turn of the scenario.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/engramhq/engram/embedding"
@@ -221,20 +222,31 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("eval: ENGRAM_DATABASE_URL is not set (eval \"$(scripts/stack env)\")")
 	}
-	all, err := Shipped()
-	if err != nil {
-		return nil, err
+	var suites []*Suite
+	if cfg.LoCoMo != "" {
+		s, _, err := LoadLoCoMo(cfg.LoCoMo)
+		if err != nil {
+			return nil, err
+		}
+		suites = []*Suite{s}
+	} else {
+		all, err := Shipped()
+		if err != nil {
+			return nil, err
+		}
+		names := cfg.Suites
+		if len(names) == 0 {
+			names = []string{OpenConversationSuite, "seed_en", "seed_zh"}
+		}
+		if slices.Contains(names, HeldOutConversationSuite) {
+			return nil, fmt.Errorf("eval: --tune on %s: it is the test split, never tuned on (tune on %s, report on both)", HeldOutConversationSuite, OpenConversationSuite)
+		}
+		if suites, err = Select(all, names); err != nil {
+			return nil, err
+		}
 	}
-	names := cfg.Suites
-	if len(names) == 0 {
-		names = []string{OpenConversationSuite, "seed_en", "seed_zh"}
-	}
-	if slices.Contains(names, HeldOutConversationSuite) {
-		return nil, fmt.Errorf("eval: --tune on %s: it is the test split, never tuned on (tune on %s, report on both)", HeldOutConversationSuite, OpenConversationSuite)
-	}
-	suites, err := Select(all, names)
-	if err != nil {
-		return nil, err
+	if cfg.Folds != 0 && (cfg.Folds != 2 || cfg.LoCoMo == "") {
+		return nil, fmt.Errorf("eval: --folds %d: only 2 (halves of the conversations) with --locomo", cfg.Folds)
 	}
 	variants := []Variant{{Name: "baseline", NewRecaller: NewBaseline}}
 	for i, f := range grid {
@@ -252,6 +264,16 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		n := 0
 		for _, s := range r.Suites {
 			tr.probes[s.Suite] = s.Probes
+			if cfg.LoCoMo != "" {
+				// LoCoMo is tuned on categories 1-4; category 5 is reported.
+				var ps []ProbeResult
+				for _, p := range s.Probes {
+					if notAdversarial(p) {
+						ps = append(ps, p)
+					}
+				}
+				s.Overall = aggregate(ps, 10)
+			}
 			if s.Overall.EvidenceProbes > 0 {
 				tr.EvidenceAt1[s.Suite], tr.EvidenceAt10[s.Suite] = s.Overall.EvidenceAt["1"], s.Overall.EvidenceAt["10"]
 				tr.Objective += (s.Overall.EvidenceAt["1"] + s.Overall.EvidenceAt["10"]) / 2
@@ -274,6 +296,14 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		rows = append(rows, r)
 	}
 	folds := tuneFolds(rows, base)
+	var halves []HalfFold
+	if cfg.Folds == 2 {
+		var convs []string
+		for _, sc := range suites[0].Scenarios {
+			convs = append(convs, scenarioLabel(sc))
+		}
+		halves = Halves(rows, base, convs)
+	}
 	for i := range rows {
 		rows[i].Conversations = byConversation(rows[i].probes)
 	}
@@ -282,14 +312,14 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return rows, enc.Encode(map[string]any{"baseline": base, "settings": rows, "folds": folds})
+		return rows, enc.Encode(map[string]any{"baseline": base, "settings": rows, "folds": folds, "halves": halves})
 	}
 	var ss []string
 	for _, s := range reps[0].Suites {
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -297,9 +327,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -328,6 +358,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		}
 		tw.Flush()
 	}
+	writeHalves(out, halves)
 	return rows, nil
 }
 
@@ -336,4 +367,161 @@ func getf(m map[string]float64, k string) string {
 		return fmt.Sprintf("%.3f", v)
 	}
 	return "-"
+}
+
+// HalfFold is one direction of the two-fold split of a suite of several
+// conversations (engram eval --locomo FILE --tune --folds 2): the setting best on
+// one half of the conversations (by (evidence recall@1 + @10) / 2 on categories
+// 1-4), and what it, the default and the baseline reach on the other half.
+type HalfFold struct {
+	TunedOn []string      `json:"tuned_on"`
+	Held    []string      `json:"held_out"`
+	Best    recall.Fusion `json:"best"`
+	// Figures on the held-out half by recaller: "best", "default", "baseline".
+	Figures map[string]HalfFigures `json:"figures"`
+}
+
+// HalfFigures are evidence recall@1 and @10 on a half: categories 1-4 together,
+// and per category.
+type HalfFigures struct {
+	At1        float64              `json:"evidence_recall_at_1"`
+	At10       float64              `json:"evidence_recall_at_10"`
+	Probes     int                  `json:"probes"`
+	Categories map[string][]float64 `json:"categories"` // category → [@1, @10]
+}
+
+// notAdversarial: LoCoMo's category 5 (answers that are not in the conversation)
+// is reported, never tuned on.
+func notAdversarial(p ProbeResult) bool { return !strings.HasPrefix(p.Category, "5") }
+
+func halfFigures(ps []ProbeResult, keep func(string) bool) HalfFigures {
+	var sel []ProbeResult
+	byCat := map[string][]ProbeResult{}
+	for _, p := range ps {
+		if !keep(p.Scenario) || !p.Score.HasEvidence {
+			continue
+		}
+		byCat[p.Category] = append(byCat[p.Category], p)
+		if notAdversarial(p) {
+			sel = append(sel, p)
+		}
+	}
+	m := aggregate(sel, 10)
+	h := HalfFigures{At1: m.EvidenceAt["1"], At10: m.EvidenceAt["10"], Probes: len(sel), Categories: map[string][]float64{}}
+	for c, ps := range byCat {
+		m := aggregate(ps, 10)
+		h.Categories[c] = []float64{m.EvidenceAt["1"], m.EvidenceAt["10"]}
+	}
+	return h
+}
+
+// Halves splits the conversations of the one suite of several (in file order)
+// into a first and second half, and tunes on each to report on the other.
+func Halves(rows []TuneRow, base TuneRow, convs []string) []HalfFold {
+	if len(rows) == 0 || len(convs) < 2 {
+		return nil
+	}
+	var suite string
+	for s := range rows[0].probes {
+		suite = s
+	}
+	mid := len(convs) / 2
+	halves := [][]string{convs[:mid], convs[mid:]}
+	var out []HalfFold
+	for i, on := range halves {
+		held := halves[1-i]
+		in := func(set []string) func(string) bool { return func(c string) bool { return contains(set, c) } }
+		best, bestObj, def := -1, -1.0, -1
+		for ri, r := range rows {
+			h := halfFigures(r.probes[suite], in(on))
+			if o := (h.At1 + h.At10) / 2; o > bestObj+1e-12 {
+				best, bestObj = ri, o
+			}
+			if r.Default {
+				def = ri
+			}
+		}
+		f := HalfFold{TunedOn: on, Held: held, Best: rows[best].Fusion, Figures: map[string]HalfFigures{
+			"best":     halfFigures(rows[best].probes[suite], in(held)),
+			"baseline": halfFigures(base.probes[suite], in(held)),
+		}}
+		if def >= 0 {
+			f.Figures["default"] = halfFigures(rows[def].probes[suite], in(held))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// writeHalves prints each direction of the halves: per recaller, categories 1-4
+// at @1 and @10 and each category at @10.
+func writeHalves(out io.Writer, hs []HalfFold) {
+	if len(hs) == 0 {
+		return
+	}
+	var cats []string
+	for _, h := range hs {
+		for c := range h.Figures["baseline"].Categories {
+			if !contains(cats, c) {
+				cats = append(cats, c)
+			}
+		}
+	}
+	sort.Strings(cats)
+	fmt.Fprintln(out, "\nhalves: the setting best on one half of the conversations (categories 1-4), on the other half (evidence recall)")
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "tuned on\treported on\trecaller\tprobes\t1-4 @1\t1-4 @10\t")
+	for _, c := range cats {
+		fmt.Fprintf(tw, "%s @10\t", c)
+	}
+	fmt.Fprintln(tw)
+	for _, h := range hs {
+		for _, name := range []string{"best", "default", "baseline"} {
+			f, ok := h.Figures[name]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.3f\t", span(h.TunedOn), span(h.Held), name, f.Probes, f.At1, f.At10)
+			for _, c := range cats {
+				if v, ok := f.Categories[c]; ok {
+					fmt.Fprintf(tw, "%.3f\t", v[1])
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		b := h.Best
+		fmt.Fprintf(tw, "\t\tbest: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d\t\t\t\t\n",
+			b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan)
+	}
+	tw.Flush()
+}
+
+// span names a half by its first and last conversation.
+func span(cs []string) string {
+	if len(cs) == 0 {
+		return "-"
+	}
+	return cs[0] + ".." + cs[len(cs)-1]
+}
+
+// AdjacentGrid is the grid of the adjacent turns (Fusion.Adjacent, AdjacentFrom,
+// AdjacentSpan): how much of its anchor's score a turn next to one of the best
+// turns takes, from how many of the best, and how far on each side.
+func AdjacentGrid() []recall.Fusion {
+	d := recall.DefaultFusion()
+	out := []recall.Fusion{d}
+	for _, share := range []float64{0.5, 0.7, 0.85} {
+		for _, from := range []int{1, 3, 5} {
+			for _, span := range []int{1, 2} {
+				f := d
+				f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = share, from, span
+				if !slices.Contains(out, f) {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -506,6 +506,14 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 		mark("expand", t)
 	}
 
+	if e.opts.Fusion.Adjacent > 0 {
+		t = time.Now()
+		if ranked, err = e.adjacent(ctx, p, ranked); err != nil {
+			return Response{}, err
+		}
+		mark("adjacent", t)
+	}
+
 	t = time.Now()
 	resp := Response{AsOf: asOf}
 	if task != nil {

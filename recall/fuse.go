@@ -85,6 +85,12 @@ type Fusion struct {
 	// Session (the turn's own words, meaning, links); the rest follow by the score
 	// with them.
 	Lead int `json:"lead"`
+	// Adjacent lifts the turns next to the best AdjacentFrom turns (AdjacentSpan
+	// on each side, same session) to this share of their anchor's score, and this
+	// share again per further turn (0: off; see adjacent.go).
+	Adjacent     float64 `json:"adjacent"`
+	AdjacentFrom int     `json:"adjacent_from"`
+	AdjacentSpan int     `json:"adjacent_span"`
 }
 
 // DefaultFusion are the measured defaults. Session and Lead were chosen by folds

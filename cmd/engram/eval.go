@@ -33,6 +33,9 @@ func evalCmd() *cobra.Command {
 		parallel int
 		retr     []string
 		embs     []string
+		reuseDB  string
+		runID    string
+		folds    int
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -73,6 +76,9 @@ See eval/README.md.`,
 				named = append(named, eval.NamedEmbedder{Name: name, Embedder: e})
 			}
 			gov := cfg.Governance
+			if folds != 0 && !tune {
+				return fmt.Errorf("--folds: only with --tune (the halves pick a setting of the grid on one half)")
+			}
 			if tune {
 				var grid []recall.Fusion
 				switch tuneGrid {
@@ -82,11 +88,13 @@ See eval/README.md.`,
 					grid = eval.ContextGrid()
 				case "keyword":
 					grid = eval.KeywordGrid()
+				case "adjacent":
+					grid = eval.AdjacentGrid()
 				default:
-					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword)", tuneGrid)
+					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword, adjacent)", tuneGrid)
 				}
 				_, err := eval.TuneMain(cmd.Context(), eval.Config{
-					Suites: suites, Mode: mode, K: k, Parallel: parallel,
+					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
 					DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
 				}, grid, cmd.OutOrStdout(), asJSON)
@@ -94,7 +102,7 @@ See eval/README.md.`,
 			}
 			_, err = eval.Main(cmd.Context(), eval.Config{
 				Suites: suites, Mode: mode, K: k, Out: out, JSON: asJSON, LoCoMo: locomo, MinCheck: minCheck == "on",
-				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel,
+				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel, ReuseDB: reuseDB, RunID: runID,
 				DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
 				Embedder: em, Gov: &gov, Progress: os.Stderr, Retrievers: retr, Embedders: named,
@@ -104,7 +112,7 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights) or keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions)")
+	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights) keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions) or adjacent (the turns next to the best ones: their share of the anchor's score, from how many, how far)")
 	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
 	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
@@ -117,6 +125,9 @@ See eval/README.md.`,
 	f.BoolVar(&judge, "judge", false, "answer each question from recall and grade it with an LLM judge (needs ENGRAM_LLM_BASE_URL)")
 	f.BoolVar(&keepDB, "keep-db", false, "keep the run's database for inspection")
 	f.IntVar(&parallel, "parallel", 8, "scenarios ingested at once")
+	f.StringVar(&reuseDB, "reuse-db", "", "ask the probes of a database an earlier run kept (--keep-db) instead of ingesting again; needs --run-id (the kept run's note names both)")
+	f.StringVar(&runID, "run-id", "", "with --reuse-db: the run id the kept database was ingested under")
+	f.IntVar(&folds, "folds", 0, "with --tune --locomo: 2 tunes on the first half of the conversations and reports on the second, and the reverse")
 	f.StringSliceVar(&retr, "retrievers", nil, "recall only with these retrievers (semantic, keyword, graph, structured, recent; comma separated; default all)")
 	f.StringSliceVar(&embs, "embedders", nil, "compare offline embedders (ngram, composite; comma separated): the suites once per embedder in a fresh database, "+
 		"each probe asked with --retrievers (default semantic) and hybrid, one side-by-side table of recall@10 and MRR")
