@@ -128,7 +128,12 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		// event is stored (the sweep starts any the process did not).
 		starter := write.NewStarter(a.Temporal, cfg.TaskQueue, log, write.StarterOptions{})
 		a.closers = append(a.closers, func() { starter.Close(10 * time.Second) })
-		a.Deps = server.Deps{Store: a.Store, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Starter: starter, Logger: log}
+		// The API's other reads (facts, candidates, tasks, schemas) end on time as a
+		// recall does: on a read pool of their own whose statements Postgres cancels
+		// past the same limit (ENGRAM_RECALL_TIMEOUT).
+		reader := a.Store.Reader(readTimeout(cfg), readPoolSize)
+		a.closers = append(a.closers, func() { reader.Close() })
+		a.Deps = server.Deps{Store: a.Store, ReadStore: reader, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Starter: starter, Logger: log}
 		if a.Handlers, err = server.NewHandlers(a.Deps); err != nil {
 			return nil, err
 		}
@@ -148,6 +153,20 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
 	}
 	return a, nil
+}
+
+// readPoolSize bounds the connections of the API's read pool (server.Deps.ReadStore).
+// Its reads are indexed lookups of milliseconds; the pool is apart from the main
+// pool (32) and recall's (32), within Postgres's default of 100 connections.
+const readPoolSize = 16
+
+// readTimeout is the limit of the API's reads: recall's (ENGRAM_RECALL_TIMEOUT,
+// default recall.DefaultTimeout).
+func readTimeout(cfg config.Config) time.Duration {
+	if cfg.RecallTimeout > 0 {
+		return cfg.RecallTimeout
+	}
+	return recall.DefaultTimeout
 }
 
 // OpenStore opens Postgres and applies the configured redaction and encryption

@@ -61,8 +61,9 @@ type Config struct {
 	// once (recall.Options.MaxStatements; 0: the engine's default, -1: none).
 	RecallMaxStatements int
 	// RecallTimeout bounds every recall (ENGRAM_RECALL_TIMEOUT, default 2s;
-	// recall.Options.Timeout): Postgres cancels a statement past it, and the
-	// caller gets deadline_exceeded naming the limit.
+	// recall.Options.Timeout) and every other read the API serves (the read
+	// store, storage.Store.Reader): Postgres cancels a statement past it, and the
+	// caller gets deadline_exceeded naming the operation and the limit.
 	RecallTimeout time.Duration
 
 	// Tasks.

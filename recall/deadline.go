@@ -83,6 +83,15 @@ func timeoutErr(ctx context.Context, op string, limit time.Duration, err error) 
 	return err
 }
 
+// AsTimeout is, for a read outside the engine (the API's reads on a
+// storage.Store.Reader, whose statements end at its statement_timeout) run under
+// ctx with limit in force, a *TimeoutError naming op and limit when ctx's deadline
+// passed or Postgres cancelled the statement (SQLSTATE 57014); the caller's
+// cancel is op's context.Canceled, and any other error err itself.
+func AsTimeout(ctx context.Context, op string, limit time.Duration, err error) error {
+	return timeoutErr(ctx, op, limit, err)
+}
+
 // boundStatement sets the connection's statement_timeout to the time left before
 // ctx's deadline when the one in force is shorter than that (a statement would be
 // cut early) or longer by more than timeoutSlack. The read pool's sessions start

@@ -36,6 +36,9 @@ func (d Deps) withDefaults() (Deps, error) {
 	if d.Store == nil || d.Temporal == nil {
 		return d, errors.New("server: Store and Temporal are required")
 	}
+	if d.ReadStore == nil {
+		d.ReadStore = d.Store
+	}
 	if d.ReadMaxBytes <= 0 {
 		d.ReadMaxBytes = DefaultReadMaxBytes
 	}

@@ -519,18 +519,28 @@ func (s *memoryServer) GetFact(ctx context.Context, req *connect.Request[engramv
 	if err := validUUID("fact_id", req.Msg.FactId); err != nil {
 		return nil, err
 	}
-	found, err := s.Store.ListFacts(ctx, p.TenantID, storage.FactFilter{ID: req.Msg.FactId, Restrict: restrictTo(p), Limit: 1})
+	var found []storage.Fact
+	var ev []string
+	err = s.read(ctx, "get fact", func(ctx context.Context, st *storage.Store) error {
+		var err error
+		if found, err = st.ListFacts(ctx, p.TenantID, storage.FactFilter{ID: req.Msg.FactId, Restrict: restrictTo(p), Limit: 1}); err != nil {
+			return fmt.Errorf("load fact: %w", err)
+		}
+		if len(found) == 0 {
+			return nil
+		}
+		if ev, err = st.FactEvidenceIDs(ctx, p.TenantID, found[0].ID); err != nil {
+			return fmt.Errorf("load fact evidence: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, toConnect(ctx, fmt.Errorf("load fact: %w", err))
+		return nil, toConnect(ctx, err)
 	}
 	if len(found) == 0 {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fact_id: no fact %s", req.Msg.FactId))
 	}
 	f := found[0]
-	ev, err := s.Store.FactEvidenceIDs(ctx, p.TenantID, f.ID)
-	if err != nil {
-		return nil, toConnect(ctx, fmt.Errorf("load fact evidence: %w", err))
-	}
 	s.logAccess(ctx, p, "api:GetFact", f.UserID, "", []storage.Fact{f})
 	out := factOut(&f)
 	out.EvidenceIds = ev
@@ -577,11 +587,14 @@ func (s *memoryServer) ListFacts(ctx context.Context, req *connect.Request[engra
 		return nil, err
 	}
 	var facts []storage.Fact
-	if asOf.IsZero() {
-		facts, err = s.Store.ListFacts(ctx, p.TenantID, ff)
-	} else {
-		facts, err = s.Store.FactsAsOf(ctx, p.TenantID, asOf, ff)
-	}
+	err = s.read(ctx, "list facts", func(ctx context.Context, st *storage.Store) (err error) {
+		if asOf.IsZero() {
+			facts, err = st.ListFacts(ctx, p.TenantID, ff)
+		} else {
+			facts, err = st.FactsAsOf(ctx, p.TenantID, asOf, ff)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("list facts: %w", err))
 	}
@@ -606,7 +619,11 @@ func (s *memoryServer) FactHistory(ctx context.Context, req *connect.Request[eng
 	if err != nil {
 		return nil, err
 	}
-	facts, err := s.Store.FactHistoryKnownAt(ctx, p.TenantID, key, knownAt, restrictTo(p))
+	var facts []storage.Fact
+	err = s.read(ctx, "fact history", func(ctx context.Context, st *storage.Store) (err error) {
+		facts, err = st.FactHistoryKnownAt(ctx, p.TenantID, key, knownAt, restrictTo(p))
+		return err
+	})
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("fact history: %w", err))
 	}

@@ -33,12 +33,17 @@ func (s *reviewServer) ListPending(ctx context.Context, req *connect.Request[eng
 	case limit > 1000:
 		return nil, fieldErr("limit", fmt.Sprintf("%d exceeds the limit of 1000", limit))
 	}
-	cands, err := s.Store.ListCandidates(ctx, p.TenantID, storage.CandidateFilter{
-		Status: memory.CandidateNeedsConfirmation, UserID: strings.TrimSpace(req.Msg.UserId), Limit: limit})
-	if err != nil {
-		return nil, toConnect(ctx, fmt.Errorf("list pending: %w", err))
-	}
-	ev, err := s.Store.CandidateEvidenceIDs(ctx, p.TenantID, cands)
+	var cands []storage.Candidate
+	var ev map[string][]string
+	err = s.read(ctx, "list pending", func(ctx context.Context, st *storage.Store) error {
+		var err error
+		if cands, err = st.ListCandidates(ctx, p.TenantID, storage.CandidateFilter{
+			Status: memory.CandidateNeedsConfirmation, UserID: strings.TrimSpace(req.Msg.UserId), Limit: limit}); err != nil {
+			return fmt.Errorf("list pending: %w", err)
+		}
+		ev, err = st.CandidateEvidenceIDs(ctx, p.TenantID, cands)
+		return err
+	})
 	if err != nil {
 		return nil, toConnect(ctx, err)
 	}

@@ -32,21 +32,32 @@ func (s *schemaServer) GetSchema(ctx context.Context, req *connect.Request[engra
 	if req.Msg.Version < 0 {
 		return nil, fieldErr("version", "is negative")
 	}
-	versions, err := s.Store.SchemaVersions(ctx, p.TenantID, name)
+	var versions []int
+	var stored *storage.StoredSchema
+	err = s.read(ctx, "get schema", func(ctx context.Context, st *storage.Store) error {
+		var err error
+		if versions, err = st.SchemaVersions(ctx, p.TenantID, name); err != nil {
+			return fmt.Errorf("list schema versions: %w", err)
+		}
+		stored, err = st.GetSchema(ctx, p.TenantID, name, int(req.Msg.Version))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			stored = nil // a built-in schema, or none
+		case err != nil:
+			return fmt.Errorf("load schema: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, toConnect(ctx, fmt.Errorf("list schema versions: %w", err))
+		return nil, toConnect(ctx, err)
 	}
 	out := &engramv1.GetSchemaResponse{}
 	for _, v := range versions {
 		out.Versions = append(out.Versions, int32(v))
 	}
-	st, err := s.Store.GetSchema(ctx, p.TenantID, name, int(req.Msg.Version))
-	switch {
-	case err == nil:
-		out.Schema = storedOut(st)
+	if stored != nil {
+		out.Schema = storedOut(stored)
 		return connect.NewResponse(out), nil
-	case !errors.Is(err, storage.ErrNotFound):
-		return nil, toConnect(ctx, fmt.Errorf("load schema: %w", err))
 	}
 	src, ok := schema.BuiltinSource(name)
 	if !ok {
@@ -118,9 +129,13 @@ func (s *schemaServer) SuggestSchemaChanges(ctx context.Context, req *connect.Re
 	}
 	// What the extractor produced in the last 30 days that the schema lacks, seen at
 	// least twice, for the caller's tenant only.
-	all, err := lifecycle.SuggestSchemaChanges(ctx, s.Store, schema.Builtins, p.TenantID, time.Now().Add(-30*24*time.Hour), 2)
+	var all []lifecycle.SchemaSuggestion
+	err = s.read(ctx, "suggest schema changes", func(ctx context.Context, st *storage.Store) (err error) {
+		all, err = lifecycle.SuggestSchemaChanges(ctx, st, schema.Builtins, p.TenantID, time.Now().Add(-30*24*time.Hour), 2)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("schema suggestions: %w", err)
+		return nil, toConnect(ctx, fmt.Errorf("schema suggestions: %w", err))
 	}
 	out := &engramv1.SuggestSchemaChangesResponse{}
 	for _, sg := range all {

@@ -40,9 +40,16 @@ type Recaller interface {
 
 // Deps are what the handlers need.
 type Deps struct {
-	Store    *storage.Store
-	Temporal client.Client
-	Config   config.Config // task queue, write-path and task defaults
+	Store *storage.Store
+	// ReadStore serves the API's pure reads (GetFact, ListFacts, FactHistory,
+	// ListPending, GetTask, GetSchema, SuggestSchemaChanges): a Store.Reader,
+	// whose statements Postgres ends at its statement timeout, and each read is
+	// bounded by that timeout or the caller's deadline, whichever comes first
+	// (see read). Writes, and the reads of write calls, use Store. Nil: Store,
+	// with no bound but the caller's deadline.
+	ReadStore *storage.Store
+	Temporal  client.Client
+	Config    config.Config // task queue, write-path and task defaults
 	// Recaller answers Recall; nil makes Recall UNAVAILABLE.
 	Recaller Recaller
 	// Starter starts acknowledged writes in the background (write.Starter); nil

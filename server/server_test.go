@@ -80,7 +80,11 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(w.Stop)
 	engine := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
 	t.Cleanup(func() { engine.Close() })
-	h, err := server.New(server.Deps{Store: st, Temporal: tc, Config: cfg, Recaller: engine, Logger: log})
+	// The API's reads run on a read-only pool (a write sent through it fails), as
+	// `engram serve`'s do; its timeout is roomy for a busy test machine.
+	reader := st.Reader(10*time.Second, 8)
+	t.Cleanup(func() { reader.Close() })
+	h, err := server.New(server.Deps{Store: st, ReadStore: reader, Temporal: tc, Config: cfg, Recaller: engine, Logger: log})
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = server.HTTPServer("", h)

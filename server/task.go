@@ -33,12 +33,24 @@ func checkTaskID(id string) error {
 }
 
 // ownTask loads the caller's task row: NOT_FOUND for another tenant's or a missing
-// task, PERMISSION_DENIED when an agent key may not act for the task's user.
-func (s *taskServer) ownTask(ctx context.Context, p *Principal, id string) (*storage.Task, error) {
+// task, PERMISSION_DENIED when an agent key may not act for the task's user. A
+// read call (GetTask) reads it on the read store (Deps.read, op "get task"); a
+// write call on the main store.
+func (s *taskServer) ownTask(ctx context.Context, p *Principal, id string, readOnly bool) (*storage.Task, error) {
 	if err := checkTaskID(id); err != nil {
 		return nil, err
 	}
-	t, err := s.Store.GetTask(ctx, p.TenantID, id)
+	var t *storage.Task
+	load := func(ctx context.Context, st *storage.Store) (err error) {
+		t, err = st.GetTask(ctx, p.TenantID, id)
+		return err
+	}
+	var err error
+	if readOnly {
+		err = s.read(ctx, "get task", load)
+	} else {
+		err = load(ctx, s.Store)
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("task_id: no task %q", id))
 	}
@@ -105,7 +117,7 @@ func (s *taskServer) StartTask(ctx context.Context, req *connect.Request[engramv
 		}
 		return nil, toConnect(ctx, fmt.Errorf("start task: %w", err))
 	}
-	row, err := s.ownTask(ctx, p, m.TaskId)
+	row, err := s.ownTask(ctx, p, m.TaskId, false)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +226,7 @@ func (s *taskServer) GetTask(ctx context.Context, req *connect.Request[engramv1.
 
 // update sends one update to the caller's task workflow and returns the task after it.
 func (s *taskServer) update(ctx context.Context, p *Principal, taskID, name string, arg any) (*engramv1.Task, error) {
-	row, err := s.ownTask(ctx, p, taskID)
+	row, err := s.ownTask(ctx, p, taskID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +250,7 @@ func (s *taskServer) update(ctx context.Context, p *Principal, taskID, name stri
 
 // view reads the task from its workflow, or from Postgres once the workflow is gone.
 func (s *taskServer) view(ctx context.Context, p *Principal, taskID string) (*engramv1.Task, error) {
-	row, err := s.ownTask(ctx, p, taskID)
+	row, err := s.ownTask(ctx, p, taskID, true)
 	if err != nil {
 		return nil, err
 	}

@@ -27,18 +27,27 @@ type Protection struct {
 var protections sync.Map // *Store → Protection
 
 // SetProtection configures redaction and encryption for this Store (the worker and
-// the API server call it once at start with config (storage.ParseProtection)).
+// the API server call it once at start with config (storage.ParseProtection)), and
+// for its Readers (on a Reader: for the store it was made from).
 func (s *Store) SetProtection(p Protection) error {
 	if p.KeepOriginal && p.Keyring == nil {
 		return fmt.Errorf("keeping redacted originals needs an encryption key: set ENGRAM_ENCRYPTION_KEY or ENGRAM_REDACT_ORIGINAL=drop")
 	}
-	protections.Store(s, p)
+	protections.Store(s.protected(), p)
 	return nil
+}
+
+// protected is the store whose protection s uses: the one a Reader was made from.
+func (s *Store) protected() *Store {
+	if s.base != nil {
+		return s.base
+	}
+	return s
 }
 
 // Protection returns the Store's protection settings (zero: none).
 func (s *Store) Protection() Protection {
-	if v, ok := protections.Load(s); ok {
+	if v, ok := protections.Load(s.protected()); ok {
 		return v.(Protection)
 	}
 	return Protection{}

@@ -41,6 +41,11 @@ var ErrIdempotencyConflict = errors.New("idempotency key already used with diffe
 type Store struct {
 	db  *bun.DB
 	url string
+	// base is the store a Reader was made from (its protection is the reader's);
+	// nil for a store opened with Open.
+	base *Store
+	// timeout is a Reader's statement_timeout (0: none).
+	timeout time.Duration
 }
 
 // Open connects to Postgres. It does not migrate; call Migrate for that.
@@ -67,9 +72,35 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // and maintenance's statements are bounded by their activities. It opens no
 // connection until one is used; close it with the returned bun.DB's Close.
 func (s *Store) OpenReadPool(timeout time.Duration, maxOpen int) *bun.DB {
-	ms := strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
-	return pool(s.url, maxOpen, map[string]any{"plan_cache_mode": "force_generic_plan", "statement_timeout": ms})
+	return pool(s.url, maxOpen, readParams(timeout))
 }
+
+func readParams(timeout time.Duration) map[string]any {
+	ms := strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	return map[string]any{"plan_cache_mode": "force_generic_plan", "statement_timeout": ms}
+}
+
+// Reader returns a view of the store for reads that must end on time (the API's
+// reads of facts, candidates, tasks and schemas): its methods run on a pool of
+// its own of up to maxOpen connections (opened as used) whose sessions start
+// with statement_timeout set to timeout, as OpenReadPool's, and are read-only
+// (default_transaction_read_only: Postgres refuses a write sent through it;
+// writes stay on s). It shares s's database and protection (SetProtection on s
+// applies to it). Close closes only the reader's pool and its prepared
+// statements, never s's.
+func (s *Store) Reader(timeout time.Duration, maxOpen int) *Store {
+	params := readParams(timeout)
+	params["default_transaction_read_only"] = "on"
+	base := s
+	if s.base != nil {
+		base = s.base
+	}
+	return &Store{db: pool(s.url, maxOpen, params), url: s.url, base: base, timeout: timeout}
+}
+
+// StatementTimeout is the statement_timeout a Reader's sessions start with (0
+// for a store opened with Open, whose statements have none).
+func (s *Store) StatementTimeout() time.Duration { return s.timeout }
 
 // pool is a pool of up to maxOpen connections to url whose sessions start with
 // params (a parameter the URL sets keeps the URL's value).
