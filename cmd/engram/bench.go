@@ -41,7 +41,7 @@ func benchRecallCmd() *cobra.Command {
 		oneStatement                              bool
 		maxStatements                             int
 		explain                                   int
-		history                                   string
+		history, unanalysed                       string
 		lightTurns, batchSize, ingestCallers      int
 	)
 	cmd := &cobra.Command{
@@ -76,7 +76,23 @@ at each --concurrency for both (composite embedder, the query's embedding includ
 beside the bare index queries over the heavy user's evidence (HNSW top 10, GIN
 full-text top 10, on a pool of their own), with the ingest rate of each growth. Its database is "engram_bench_history" next to
 ENGRAM_DATABASE_URL's (or --database-url); the history is kept, and a later run grows
-it from where it stands (--reload: from nothing).`,
+it from where it stands (--reload: from nothing).
+
+--unanalysed 1000,10000 measures recall over a history nothing has analysed, as
+after a bulk import with autovacuum yet to come, against the same data analysed.
+For each size it drops and makes again the database "engram_bench_unanalysed" next
+to ENGRAM_DATABASE_URL's (--database-url is refused), migrates it (the migration's
+ANALYZE sees empty tables), sets autovacuum_enabled and toast.autovacuum_enabled
+false on every table of its schema (per table, not the server's setting) and resets
+its statistics counters; then grows the heavy user to the size and the light user
+to --light-turns through the write path as --history does, checks that no table
+has been analysed (pg_stat_user_tables' last_analyze and last_autoanalyze null,
+evidence's pg_class.reltuples 0 or -1, no column statistics; else it stops),
+measures --queries recalls of each user at one caller (composite embedder, the
+query's embedding included; --concurrency is not used), runs ANALYZE and measures
+the same recalls again. It prints per size the heavy user's p50/p95 unanalysed and
+analysed, their p95 ratio (held to at most 3), the reltuples the planner saw and
+the light user's p95; --json the same. Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -84,6 +100,17 @@ it from where it stands (--reload: from nothing).`,
 			concs, err := parseConcurrency(concurrency)
 			if err != nil {
 				return err
+			}
+			if unanalysed != "" {
+				if history != "" {
+					return fmt.Errorf("--unanalysed and --history: one or the other")
+				}
+				stopProfile, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+				return benchUnanalysed(cmd, unanalysed, queries, lightTurns, batchSize, ingestCallers, embedCache, dbURL, asJSON)
 			}
 			if history != "" {
 				stopProfile, err := startCPUProfile(cpuProfile) // the growth and the recalls
@@ -273,9 +300,10 @@ it from where it stands (--reload: from nothing).`,
 	f.IntVar(&explain, "explain", 0, "instead of the table, print EXPLAIN (ANALYZE, BUFFERS) of the first N queries' statements")
 	f.BoolVar(&reload, "reload", false, "load the data set again even if the database holds it")
 	f.StringVar(&history, "history", "", "instead, grow one user's history to these sizes (turns, comma separated, ascending) and measure recall at each")
-	f.IntVar(&lightTurns, "light-turns", 200, "with --history: the light user's turns")
-	f.IntVar(&batchSize, "batch-size", 500, "with --history: events per batch Ingest call (1 to 500)")
-	f.IntVar(&ingestCallers, "ingest-callers", 1, "with --history: batch Ingest calls at once while growing the heavy user")
+	f.StringVar(&unanalysed, "unanalysed", "", "instead, for each of these sizes (turns, comma separated) load one user's history into a new database with autovacuum off and nothing analysed, and measure recall at one caller unanalysed, then after ANALYZE (p95 ratio)")
+	f.IntVar(&lightTurns, "light-turns", 200, "with --history or --unanalysed: the light user's turns")
+	f.IntVar(&batchSize, "batch-size", 500, "with --history or --unanalysed: events per batch Ingest call (1 to 500)")
+	f.IntVar(&ingestCallers, "ingest-callers", 1, "with --history or --unanalysed: batch Ingest calls at once while growing the heavy user")
 	return cmd
 }
 
@@ -340,15 +368,47 @@ func benchDatabase(ctx context.Context, flag string) (string, error) {
 	return u, nil
 }
 
-// benchHistory is engram bench recall --history (recallbench.RunHistory).
-func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, reload, timings, asJSON bool) error {
+// parseSizes reads a comma-separated list of positive numbers of turns (flag
+// names the flag in the error).
+func parseSizes(flag, list string) ([]int, error) {
 	var sizes []int
-	for _, f := range strings.Split(history, ",") {
+	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			return fmt.Errorf("--history: %q is not a positive number of turns", f)
+			return nil, fmt.Errorf("%s: %q is not a positive number of turns", flag, f)
 		}
 		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// benchUnanalysed is engram bench recall --unanalysed (recallbench.RunUnanalysed).
+// Its progress goes to stderr, the figures to stdout.
+func benchUnanalysed(cmd *cobra.Command, list string, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, asJSON bool) error {
+	sizes, err := parseSizes("--unanalysed", list)
+	if err != nil {
+		return err
+	}
+	if queries <= 0 || lightTurns < 0 || batchSize < 1 || batchSize > 500 || ingestCallers < 1 {
+		return fmt.Errorf("--queries and --ingest-callers must be positive, --light-turns not negative, --batch-size 1 to 500")
+	}
+	rep, err := recallbench.RunUnanalysed(cmd.Context(), recallbench.UnanalysedConfig{Sizes: sizes, Queries: queries, LightTurns: lightTurns,
+		BatchSize: batchSize, IngestCallers: ingestCallers, EmbedCache: embedCache, DatabaseURL: dbURL}, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), rep)
+	}
+	recallbench.PrintUnanalysed(cmd.OutOrStdout(), rep)
+	return nil
+}
+
+// benchHistory is engram bench recall --history (recallbench.RunHistory).
+func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, reload, timings, asJSON bool) error {
+	sizes, err := parseSizes("--history", history)
+	if err != nil {
+		return err
 	}
 	if queries <= 0 || lightTurns < 0 || batchSize < 1 || batchSize > 500 || ingestCallers < 1 {
 		return fmt.Errorf("--queries and --ingest-callers must be positive, --light-turns not negative, --batch-size 1 to 500")

@@ -144,15 +144,10 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 	}
 	defer stop()
 	a := b.App()
-	// The turns' idempotency keys name the database they are written to (its oid,
-	// new when --reload makes it again): a write's key is its Temporal workflow id,
-	// and the finished workflows of a dropped database's turns, still in the
-	// namespace, would answer COMMITTED for turns this one never stored.
-	var dbOID int64
-	if err := a.Store.DB().NewRaw("SELECT oid::int8 FROM pg_database WHERE datname = current_database()").Scan(ctx, &dbOID); err != nil {
-		return nil, fmt.Errorf("read the bench database's oid: %w", err)
+	keys, err := writeKeys(ctx, a.Store, "hist")
+	if err != nil {
+		return nil, err
 	}
-	keys := fmt.Sprintf("hist%d", dbOID)
 	rep := &HistoryReport{LightTurns: cfg.LightTurns, Embedder: a.Embedder.Name(), LoadBefore: cpustat.LoadAvg()}
 	if _, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, lightUser, cfg.LightTurns, cfg.BatchSize, 1, msgs); err != nil {
 		return nil, err
@@ -162,20 +157,12 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 		return nil, err
 	}
 	defer bare.Close()
-	// The measured engine is the server's (its embedder, keyword index and stored
-	// schemas) but for its query cache (HistoryConfig.EmbedCache).
-	cache := -1
-	if cfg.EmbedCache > 0 {
-		cache = cfg.EmbedCache
-	}
-	kw, _, err := app.KeywordIndex(a.Config, a.Store)
+	eng, err := measuredEngine(a, cfg.EmbedCache)
 	if err != nil {
 		return nil, err
 	}
-	eng := recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: a.Config.DefaultSchema,
-		MaxStatements: a.Config.RecallMaxStatements, QueryEmbeddingCache: cache, AccessLog: recall.AccessLogAsync})
 	defer eng.Close()
-	rep.EmbedCache = max(cache, 0)
+	rep.EmbedCache = max(cfg.EmbedCache, 0)
 	run := &Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
 	for _, size := range cfg.Sizes {
 		ing, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
@@ -223,6 +210,35 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 	}
 	rep.LoadAfter = cpustat.LoadAvg()
 	return rep, nil
+}
+
+// writeKeys is the prefix of the idempotency keys of the turns written to st's
+// database: prefix and the database's oid (new whenever the database is made
+// again). A write's key is its Temporal workflow id, and the finished workflows of
+// a dropped database's turns, still in the namespace, would answer COMMITTED for
+// turns this one never stored.
+func writeKeys(ctx context.Context, st *storage.Store, prefix string) (string, error) {
+	var dbOID int64
+	if err := st.DB().NewRaw("SELECT oid::int8 FROM pg_database WHERE datname = current_database()").Scan(ctx, &dbOID); err != nil {
+		return "", fmt.Errorf("read the bench database's oid: %w", err)
+	}
+	return fmt.Sprintf("%s%d", prefix, dbOID), nil
+}
+
+// measuredEngine is the engine the history benches measure: the server's (its
+// embedder, keyword index and stored schemas) but for its query cache (embedCache
+// queries; 0: none, every query is embedded).
+func measuredEngine(a *app.App, embedCache int) (*recall.Engine, error) {
+	cache := -1
+	if embedCache > 0 {
+		cache = embedCache
+	}
+	kw, _, err := app.KeywordIndex(a.Config, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	return recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: a.Config.DefaultSchema,
+		MaxStatements: a.Config.RecallMaxStatements, QueryEmbeddingCache: cache, AccessLog: recall.AccessLogAsync}), nil
 }
 
 func cmpFloat(a, b float64) int {
@@ -335,8 +351,8 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 		}
 		prog.Lock()
 		defer prog.Unlock()
-		if prog.done += len(evs); (prog.done/batchSize)%20 == 0 {
-			now := time.Now()
+		now := time.Now()
+		if prog.done += len(evs); (prog.done/batchSize)%20 == 0 || now.Sub(prog.last) >= 10*time.Second {
 			rate := float64(prog.done-prog.lastDone) / now.Sub(prog.last).Seconds()
 			prog.lastDone, prog.last = prog.done, now
 			fmt.Fprintf(msgs, "  %s: %d turns written (%.1f turns/s since the last line)\n", user, from+prog.done, rate)
