@@ -53,18 +53,48 @@ type TuneFold struct {
 // Fusion.Session) around the defaults, with the keyword leader kept.
 func ContextGrid() []recall.Fusion {
 	d := recall.DefaultFusion()
-	var out []recall.Fusion
-	for _, lead := range []int{1} {
-		for _, c := range []float64{0, 0.25, 0.5} {
-			for _, ss := range []float64{0, 0.3, 0.6, 1} {
-				f := d
-				f.Context, f.Session, f.Lead = c, ss, lead
+	out := []recall.Fusion{d}
+	for _, c := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		for _, ss := range []float64{0, 0.3, 0.6, 1, 1.5, 2} {
+			f := d
+			f.Context, f.Session, f.Lead = c, ss, 1
+			if !slices.Contains(out, f) {
 				out = append(out, f)
 			}
 		}
 	}
-	if !slices.Contains(out, d) {
-		out = append([]recall.Fusion{d}, out...)
+	return out
+}
+
+// AroundGrid is the grid the context, session and adjacency defaults were chosen
+// on (engram eval --locomo FILE --tune --tune-grid around --folds 2): from the
+// defaults before them (context 0, session 0.3, no adjacent turns), the context
+// and session weights above those, and adjacent turns on context 0.5, session 1.
+func AroundGrid() []recall.Fusion {
+	before := recall.DefaultFusion()
+	before.Context, before.Session, before.Adjacent, before.AdjacentFrom, before.AdjacentSpan = 0, 0.3, 0, 0, 0
+	out := []recall.Fusion{before}
+	add := func(f recall.Fusion) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, c := range []float64{0.5, 0.75, 1} {
+		for _, ss := range []float64{1, 1.5, 2} {
+			f := before
+			f.Context, f.Session = c, ss
+			add(f)
+		}
+	}
+	for _, share := range []float64{0.6, 0.8} {
+		for _, from := range []int{1, 3} {
+			for _, span := range []int{1, 2} {
+				f := before
+				f.Context, f.Session = 0.5, 1
+				f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = share, from, span
+				add(f)
+			}
+		}
 	}
 	return out
 }
@@ -491,11 +521,13 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 			}
 			fmt.Fprintln(tw)
 		}
-		b := h.Best
-		fmt.Fprintf(tw, "\t\tbest: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d\t\t\t\t\n",
-			b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan)
 	}
 	tw.Flush()
+	for _, h := range hs {
+		b := h.Best
+		fmt.Fprintf(out, "best on %s: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d\n",
+			span(h.TunedOn), b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan)
+	}
 }
 
 // span names a half by its first and last conversation.
@@ -512,11 +544,36 @@ func span(cs []string) string {
 func AdjacentGrid() []recall.Fusion {
 	d := recall.DefaultFusion()
 	out := []recall.Fusion{d}
-	for _, share := range []float64{0.5, 0.7, 0.85} {
-		for _, from := range []int{1, 3, 5} {
-			for _, span := range []int{1, 2} {
+	for _, share := range []float64{0.8, 0.9} {
+		for _, from := range []int{3, 5} {
+			for _, span := range []int{2, 3} {
 				f := d
 				f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = share, from, span
+				if !slices.Contains(out, f) {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// BalanceGrid is the grid between the defaults before LoCoMo (context 0, session
+// 0.3, no adjacent turns) and LoCoMo's best (AroundGrid): lower context and
+// session weights, with and without the adjacent turns, for settings that hold
+// on LoCoMo's halves and keep the shipped suites' thresholds.
+func BalanceGrid() []recall.Fusion {
+	before := recall.DefaultFusion()
+	before.Context, before.Session, before.Adjacent, before.AdjacentFrom, before.AdjacentSpan = 0, 0.3, 0, 0, 0
+	out := []recall.Fusion{recall.DefaultFusion()}
+	for _, c := range []float64{0, 0.25, 0.5} {
+		for _, ss := range []float64{0.3, 0.6} {
+			for _, adj := range []float64{0, 0.8} {
+				f := before
+				f.Context, f.Session = c, ss
+				if adj > 0 {
+					f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = adj, 3, 2
+				}
 				if !slices.Contains(out, f) {
 					out = append(out, f)
 				}

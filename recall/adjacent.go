@@ -3,6 +3,7 @@ package recall
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,7 +21,9 @@ import (
 // (Fusion.Adjacent): below the anchor, never above it, so the best turn stays
 // first and its neighbours follow it instead of turns that only share a word.
 
-// sourceAdjacent is the retriever name of turns found next to a ranked one.
+// sourceAdjacent is the retriever name of turns found next to a ranked one (an
+// item's Retrievers name it). Only a recall of every retriever (Request.Retrievers
+// empty) brings adjacent turns: one restricted to some asks what those find.
 const sourceAdjacent = "adjacent"
 
 // adjacentRow is a turn next to an anchor: dist turns before (< 0) or after it.
@@ -113,6 +116,9 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 			}
 			it := ranked[i]
 			it.Score, it.Why = score, joinWhy(it.Why, why)
+			if !slices.Contains(it.Retrievers, sourceAdjacent) {
+				it.Retrievers = append(slices.Clone(it.Retrievers), sourceAdjacent)
+			}
 			lifted[r.ID] = it
 			continue
 		}
@@ -120,7 +126,7 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 			continue
 		}
 		lifted[r.ID] = Item{Kind: KindEvidence, ID: r.ID, Content: r.Content, Scope: memory.ScopeRef{Scope: memory.ScopeUser, UserID: r.UserID, SessionID: r.SessionID, TaskID: r.TaskID}, ValidFrom: r.OccurredAt,
-			OccurredAt: r.OccurredAt, Confidence: 1, Speaker: speakerName(r.Speaker, r.UserID), Score: score, Retrievers: a.Retrievers, Why: why}
+			OccurredAt: r.OccurredAt, Confidence: 1, Speaker: speakerName(r.Speaker, r.UserID), Score: score, Retrievers: []string{sourceAdjacent}, Why: why}
 	}
 	if len(lifted) == 0 {
 		return ranked, nil

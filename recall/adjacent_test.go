@@ -2,6 +2,8 @@ package recall_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +12,8 @@ import (
 )
 
 // The turns after the best one are brought in below it, even sharing no word with
-// the question: the reply to "how did you first meet?" is found by the question's
-// words stored with it (weight C) and ranks first, and the burst of messages that
+// the question: the question "how did you first meet?" or its reply (found by the
+// question's words stored with it) ranks first, and the burst of messages that
 // goes on with the answer is brought in after it. Turns beyond the span, of
 // another session or user, or later than as_of are not; the first item keeps its
 // place.
@@ -36,50 +38,65 @@ func TestAdjacentTurns(t *testing.T) {
 		t.Helper()
 		eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f})
 		defer eng.Close()
-		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "maya"}, Query: q, K: 10, AsOf: at,
-			Retrievers: []string{recall.RetrieverKeyword}})
+		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "maya"}, Query: q, K: 10, AsOf: at})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
 	}
 	off := recall.DefaultFusion()
+	off.Adjacent = 0
 	on := off
 	on.Adjacent, on.AdjacentFrom, on.AdjacentSpan = 0.7, 1, 2
 	q := "How did Maya first meet Priya?"
 
 	without := recallWith(off, q, asOf)
-	if without.Items[0].ID != reply.ID {
-		t.Fatalf("first %q: want the reply, found by the question stored with it", without.Items[0].Content)
-	}
-	if rankOf(without.Items, burst.ID) != 0 || rankOf(without.Items, burst2.ID) != 0 {
-		t.Fatalf("the messages after the reply share no word with the question, yet keyword recall found them: %+v", without.Items)
-	}
 	with := recallWith(on, q, asOf)
-	if with.Items[0].ID != reply.ID {
-		t.Fatalf("the first item moved: %q", with.Items[0].Content)
+	anchor := with.Items[0].ID
+	if anchor != without.Items[0].ID || (anchor != ask.ID && anchor != reply.ID) {
+		t.Fatalf("first %q, without adjacency %q: want the question or its reply, unmoved", with.Items[0].Content, without.Items[0].Content)
 	}
-	r1, r2 := rankOf(with.Items, burst.ID), rankOf(with.Items, burst2.ID)
-	if r1 == 0 || r2 == 0 || r2 <= r1 {
-		t.Fatalf("the burst after the reply at %d and %d: want both, in order (%+v)", r1, r2, with.Items)
+	s1 := []string{ask.ID, reply.ID, burst.ID, burst2.ID, beyond.ID}
+	at := slices.Index(s1, anchor)
+	// The burst shares no word with the question: without adjacency, only meaning
+	// could bring it, below the turns that share words.
+	rb := rankOf(with.Items, burst.ID)
+	if rb == 0 || rb > 6 {
+		t.Fatalf("the burst after the reply at %d: want it right after the best turns (%+v)", rb, with.Items)
 	}
-	for _, x := range []struct {
-		rank int
-		why  string
-	}{{r1, "adjacent #1: 1 turn(s) after it"}, {r2, "adjacent #1: 2 turn(s) after it"}} {
-		it := with.Items[x.rank-1]
-		if !strings.Contains(it.Why, x.why) || it.Score >= with.Items[0].Score {
-			t.Fatalf("%q: why %q score %.3f (anchor %.3f), want %q below the anchor", it.Content, it.Why, it.Score, with.Items[0].Score, x.why)
+	if r := rankOf(without.Items, burst.ID); r != 0 && r <= rb {
+		t.Fatalf("without adjacency the burst ranks %d, with it %d: it was not lifted", r, rb)
+	}
+	it := with.Items[rb-1]
+	want := fmt.Sprintf("adjacent #1: %d turn(s) after it", 2-at)
+	if !strings.Contains(it.Why, want) || it.Score >= with.Items[0].Score || !slices.Contains(it.Retrievers, "adjacent") {
+		t.Fatalf("%q: why %q score %.3f (anchor %.3f) retrievers %v, want %q below the anchor", it.Content, it.Why, it.Score, with.Items[0].Score, it.Retrievers, want)
+	}
+	for _, it := range with.Items {
+		if it.ID == s1[at+3] && strings.Contains(it.Why, "adjacent #1") {
+			t.Fatalf("a turn three after the anchor came back as its neighbour with a span of 2: %q", it.Why)
 		}
 	}
 	if rankOf(with.Items, ask.ID) == 0 {
 		t.Fatal("the question turn before the reply is gone")
 	}
-	if rankOf(with.Items, beyond.ID) != 0 {
-		t.Fatal("a turn three after the anchor came back with a span of 2")
+	for _, it := range with.Items {
+		if it.ID == other.ID {
+			t.Fatal("another user's turn came back")
+		}
 	}
-	if rankOf(with.Items, other.ID) != 0 {
-		t.Fatal("another user's turn came back as adjacent")
+	// A recall restricted to some retrievers gets no adjacent turns.
+	eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: on})
+	defer eng.Close()
+	kwOnly, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "maya"}, Query: q, K: 10, AsOf: asOf,
+		Retrievers: []string{recall.RetrieverKeyword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range kwOnly.Items {
+		if slices.Contains(it.Retrievers, "adjacent") {
+			t.Fatalf("keyword-only recall: %q found by adjacency", it.Content)
+		}
 	}
 	// As of the moment of the reply, the burst had not been said.
 	early := recallWith(on, q, reply.OccurredAt)

@@ -506,7 +506,7 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 		mark("expand", t)
 	}
 
-	if e.opts.Fusion.Adjacent > 0 {
+	if e.opts.Fusion.Adjacent > 0 && len(req.Retrievers) == 0 {
 		t = time.Now()
 		if ranked, err = e.adjacent(ctx, p, ranked); err != nil {
 			return Response{}, err

@@ -203,8 +203,8 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 			if slices.Contains(it.Retrievers, recall.RetrieverSemantic) {
 				sem = append(sem, it.ID)
 			}
-			if slices.Contains(it.Retrievers, recall.RetrieverKeyword) {
-				kw = append(kw, it.ID)
+			if slices.Contains(it.Retrievers, recall.RetrieverKeyword) && strings.Contains(it.Why, "keyword #") {
+				kw = append(kw, it.ID) // by its own words, not its neighbours' (context #)
 			}
 		}
 		want := make([]string, 0, len(sem))

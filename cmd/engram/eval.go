@@ -90,8 +90,12 @@ See eval/README.md.`,
 					grid = eval.KeywordGrid()
 				case "adjacent":
 					grid = eval.AdjacentGrid()
+				case "around":
+					grid = eval.AroundGrid()
+				case "balance":
+					grid = eval.BalanceGrid()
 				default:
-					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword, adjacent)", tuneGrid)
+					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword, adjacent, around, balance)", tuneGrid)
 				}
 				_, err := eval.TuneMain(cmd.Context(), eval.Config{
 					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
@@ -112,7 +116,7 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights) keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions) or adjacent (the turns next to the best ones: their share of the anchor's score, from how many, how far)")
+	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights) keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions) adjacent (the turns next to the best ones: their share of the anchor's score, from how many, how far) around (context and session above the defaults before LoCoMo, and adjacent turns on them) or balance (between those defaults and LoCoMo's best)")
 	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
 	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
