@@ -2,14 +2,14 @@ package recall
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/uptrace/bun"
-
 	"github.com/engramhq/engram/memory"
+	"github.com/engramhq/engram/storage"
 )
 
 // Adjacent turns: an answer is often said next to the turn that matches the
@@ -29,8 +29,71 @@ const sourceAdjacent = "adjacent"
 // adjacentRow is a turn next to an anchor: dist turns before (< 0) or after it.
 type adjacentRow struct {
 	evidenceRow
-	Anchor string `bun:"anchor"`
-	Dist   int    `bun:"dist"`
+	Anchor string
+	Dist   int
+}
+
+// adjacentSQL reads, for each anchor turn ($8), the $7 turns of its session just
+// before and just after it (by time, and by id among turns of the same instant)
+// that the principal may see: the user's ($1, $2) up to as_of ($3), all of them
+// when the USER scope is visible ($4), else those of the visible session ($5) or
+// task ($6), as evidenceVisibleSQL. Each side is an ordered scan of the index on
+// (tenant, user, session, occurred_at), so a long session costs no more than a
+// short one. A fixed text with bind parameters: prepared once per connection.
+const adjacentSQL = "SELECT a.id::text, n.id::text, n.content, n.speaker, n.user_id, n.session_id, n.task_id, n.occurred_at, n.key_id, n.dist " +
+	"FROM evidence a CROSS JOIN LATERAL (" +
+	"(SELECT x.*, (-row_number() OVER (ORDER BY x.occurred_at DESC, x.id DESC))::int AS dist FROM (" + adjacentSide + " < (a.occurred_at, a.id) ORDER BY e.occurred_at DESC, e.id DESC LIMIT $7) x) " +
+	"UNION ALL " +
+	"(SELECT x.*, (row_number() OVER (ORDER BY x.occurred_at, x.id))::int AS dist FROM (" + adjacentSide + " > (a.occurred_at, a.id) ORDER BY e.occurred_at, e.id LIMIT $7) x)" +
+	") n WHERE a.tenant_id = $1 AND a.id = ANY($8::uuid[]) AND a.session_id <> ''"
+
+const adjacentSide = "SELECT e.id, e.content, e.speaker, e.user_id, e.session_id, e.task_id, e.occurred_at, e.key_id FROM evidence e " +
+	"WHERE e.tenant_id = $1 AND e.user_id = $2 AND e.session_id = a.session_id AND e.occurred_at <= $3 " +
+	"AND ($4 OR ($5 <> '' AND e.session_id = $5) OR ($6 <> '' AND e.task_id = $6)) AND (e.occurred_at, e.id)"
+
+// adjacentRows runs adjacentSQL for the anchors on the engine's read pool (its
+// statement slot, deadline and cancel, as the recall statement's).
+func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, span int) ([]adjacentRow, error) {
+	v := p.vis
+	session, task := "", ""
+	if v.SessionID != "" && v.allows(memory.ScopeSession) {
+		session = v.SessionID
+	}
+	if v.TaskID != "" && v.allows(memory.ScopeTask) {
+		task = v.TaskID
+	}
+	if !v.allows(memory.ScopeUser) && session == "" && task == "" {
+		return nil, nil
+	}
+	args := []any{v.TenantID, v.UserID, v.AsOf.UTC(), v.allows(memory.ScopeUser), session, task, int64(span), storage.TextArray(anchors)}
+	release, err := e.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var rows []adjacentRow
+	err = e.onConn(ctx, func(q *connQuerier) error {
+		return q.query(ctx, adjacentSQL, args, func(vals []driver.Value) error {
+			content := asString(vals[2])
+			if kid := asString(vals[8]); kid != "" {
+				clear, err := e.store.DecryptContent(kid, content)
+				if err != nil {
+					return err
+				}
+				content = clear
+			}
+			rows = append(rows, adjacentRow{
+				evidenceRow: evidenceRow{ID: asString(vals[1]), TenantID: v.TenantID, Content: content, Speaker: asString(vals[3]),
+					UserID: asString(vals[4]), SessionID: asString(vals[5]), TaskID: asString(vals[6]), OccurredAt: asTime(vals[7])},
+				Anchor: asString(vals[0]), Dist: asInt(vals[9]),
+			})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adjacent turns: %w", err)
+	}
+	return rows, nil
 }
 
 // adjacent lifts the turns next to the best Fusion.AdjacentFrom evidence items of
@@ -44,41 +107,17 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 		return ranked, nil
 	}
 	var anchors []string
-	pos := map[string]int{}
-	for i, it := range ranked {
-		if it.Kind == KindEvidence {
-			pos[it.ID] = i
-			if len(anchors) < fw.AdjacentFrom && it.Scope.SessionID != "" {
-				anchors = append(anchors, it.ID)
-			}
+	for _, it := range ranked {
+		if it.Kind == KindEvidence && it.Scope.SessionID != "" && len(anchors) < fw.AdjacentFrom {
+			anchors = append(anchors, it.ID)
 		}
 	}
-	vis, ok := evidenceVisible(p.vis, "e")
-	if len(anchors) == 0 || !ok {
+	if len(anchors) == 0 {
 		return ranked, nil
 	}
-	// For each anchor, its session's turns just before and after it by time (and
-	// by id among turns of the same instant), by the index on (tenant, user,
-	// session, occurred_at).
-	side := func(s *sqlb, before bool) {
-		cmp, order, sign := ">", "ASC", ""
-		if before {
-			cmp, order, sign = "<", "DESC", "-"
-		}
-		s.w("(SELECT x.*, " + sign + "(row_number() OVER (ORDER BY x.occurred_at " + order + ", x.id " + order + "))::int AS dist FROM (SELECT " + evidenceCols + " FROM evidence e " +
-			"WHERE e.session_id = a.session_id AND (e.occurred_at, e.id) " + cmp + " (a.occurred_at, a.id) AND ")
-		s.f(vis)
-		s.w(fmt.Sprintf(" ORDER BY e.occurred_at %s, e.id %s LIMIT %d) x)", order, order, fw.AdjacentSpan))
-	}
-	s := &sqlb{}
-	s.w("SELECT a.id AS anchor, n.* FROM evidence a CROSS JOIN LATERAL (")
-	side(s, true)
-	s.w(" UNION ALL ")
-	side(s, false)
-	s.w(") n WHERE a.tenant_id = ? AND a.id IN (?)", p.vis.TenantID, bun.In(anchors))
-	var rows []adjacentRow
-	if err := e.db.NewRaw(s.b.String(), s.args...).Scan(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("adjacent turns: %w", err)
+	rows, err := e.adjacentRows(ctx, p, anchors, fw.AdjacentSpan)
+	if err != nil {
+		return nil, err
 	}
 	byID := map[string]int{} // ranked position of each item, by evidence id
 	for i, it := range ranked {
