@@ -2,13 +2,19 @@ package recall_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/engramhq/engram/privacy"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/storage"
 )
 
 // The turns after the best one are brought in below it, even sharing no word with
@@ -102,5 +108,73 @@ func TestAdjacentTurns(t *testing.T) {
 	early := recallWith(on, q, reply.OccurredAt)
 	if rankOf(early.Items, burst.ID) != 0 || rankOf(early.Items, burst2.ID) != 0 {
 		t.Fatal("a turn later than as_of came back as adjacent")
+	}
+}
+
+// An adjacent turn that no retriever found is read by the adjacent turns' own
+// statement: with encryption at rest, its content comes back opened.
+func TestAdjacentTurnOpened(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 5, 1, 9, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	kr, err := privacy.NewKeyring("k1", map[string][]byte{"k1": key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.SetProtection(storage.Protection{Keyring: kr}); err != nil {
+		t.Fatal(err)
+	}
+	say := func(session, text string) *storage.Evidence {
+		t.Helper()
+		prot, err := c.st.ProtectContent(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.at = c.at.Add(time.Minute)
+		ev, _, err := c.st.InsertEvent(ctx, "acme", &storage.Event{IdempotencyKey: uuid.NewString(), ActorType: "USER", UserID: "maya",
+			SessionID: session, EventType: "MESSAGE", Content: prot.EventContent, OccurredAt: c.at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := c.emb.Embed(ctx, []string{prot.Redacted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := pgvector.NewVector(vs[0])
+		evd, err := c.st.InsertEvidence(ctx, "acme", &storage.Evidence{EventID: ev.ID, Kind: "TURN", Content: prot.Stored, KeyID: prot.KeyID,
+			UserID: "maya", SessionID: session, OccurredAt: c.at, Embedding: &v}, storage.SearchText(prot.Redacted), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evd
+	}
+	before := say("s1", "Zzz, long day.")
+	answer := say("s1", "My cat is called Mochi.")
+	for i := 0; i < 6; i++ {
+		say(fmt.Sprintf("s%d", i+2), fmt.Sprintf("What is the name of the new bakery on the corner, number %d?", i))
+	}
+	var sealed int
+	if err := c.st.DB().NewRaw("SELECT count(*) FROM evidence WHERE id = ? AND content LIKE 'ev1:%'", before.ID).Scan(ctx, &sealed); err != nil || sealed != 1 {
+		t.Fatalf("the turn is not sealed at rest (%d, %v)", sealed, err)
+	}
+	f := recall.DefaultFusion()
+	f.AdjacentFrom = 1
+	eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f, CandidateLimit: 2})
+	defer eng.Close()
+	resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "acme", UserID: "maya"}, Query: "What is the name of my cat Mochi?", K: 10, Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Items[0].ID != answer.ID {
+		t.Fatalf("first %q, want the answer", resp.Items[0].Content)
+	}
+	r := rankOf(resp.Items, before.ID)
+	if r == 0 {
+		t.Fatalf("the turn before the answer was not brought: %+v", resp.Items)
+	}
+	it := resp.Items[r-1]
+	if !slices.Equal(it.Retrievers, []string{"adjacent"}) || it.Content != "Zzz, long day." {
+		t.Fatalf("the turn before the answer: retrievers %v, content %q: want found by adjacency alone, opened", it.Retrievers, it.Content)
 	}
 }

@@ -3,6 +3,7 @@ package recall
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +29,13 @@ func TestRecallWithRedactionAndEncryption(t *testing.T) {
 	require.NoError(t, e.st.SetProtection(storage.Protection{Redactor: privacy.NewRedactor(), Keyring: kr}))
 
 	e.write("t1", ev{user: "u1", schema: "travel", text: "我以后尽量都坐直飞", at: base})
-	r := e.write("t1", ev{user: "u1", schema: "general", text: "my cat is called Mochi, call me at 13812345678", at: base.Add(time.Hour)})
+	e.write("t1", ev{user: "u1", schema: "general", session: "s1", text: "I just got home from work", at: base.Add(30 * time.Minute)})
+	r := e.write("t1", ev{user: "u1", schema: "general", session: "s1", text: "my cat is called Mochi, call me at 13812345678", at: base.Add(time.Hour)})
 
 	ctx := context.Background()
 	var sealed int
 	require.NoError(t, e.st.DB().NewRaw("SELECT count(*) FROM evidence WHERE tenant_id = 't1' AND key_id = 'k1' AND content LIKE 'ev1:%'").Scan(ctx, &sealed))
-	assert.Equal(t, 2, sealed, "evidence is sealed at rest")
+	assert.Equal(t, 3, sealed, "evidence is sealed at rest")
 	var clear int
 	require.NoError(t, e.st.DB().NewRaw("SELECT count(*) FROM facts WHERE tenant_id = 't1' AND content NOT LIKE 'ev1:%'").Scan(ctx, &clear))
 	assert.Zero(t, clear, "fact content is sealed at rest")
@@ -44,6 +46,15 @@ func TestRecallWithRedactionAndEncryption(t *testing.T) {
 	assert.Contains(t, resp.Context, "Mochi")
 	assert.NotContains(t, resp.Context, "13812345678", "the phone number was redacted before storing")
 	assert.NotContains(t, resp.Context, "ev1:", "recall opens sealed content")
+	// The turn before it in its session comes as an adjacent turn, opened too.
+	adjacent := false
+	for _, it := range resp.Items {
+		assert.False(t, strings.HasPrefix(it.Content, "ev1:"), "sealed content returned: %+v", it)
+		if slices.Contains(it.Retrievers, "adjacent") && it.Content == "I just got home from work" {
+			adjacent = true
+		}
+	}
+	assert.True(t, adjacent, "the turn before the answer follows it (adjacent), opened: %+v", resp.Items)
 
 	resp = e.recall(recall.Request{Principal: principal("t1", "u1"), Schema: "travel", Query: "用户喜欢什么样的航班"})
 	found := false
