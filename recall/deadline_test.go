@@ -50,14 +50,27 @@ func TestRecallDeadlineCancelsStatement(t *testing.T) {
 		c.say("t1", "u1", "s1", fmt.Sprintf("turn %d about the garden and the tomatoes", i))
 	}
 	req := recall.Request{Principal: recall.Principal{TenantID: "t1", UserID: "u1"}, Query: "tomatoes in the garden", K: 5}
-	short := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Timeout: 300 * time.Millisecond})
+	// The limit is a second, not less: the first recall of an engine opens its
+	// connections and prepares its statements under the same limit, and on a
+	// loaded machine (CI runs packages side by side) that took over 300 ms.
+	const limit = time.Second
+	short := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Timeout: limit})
 	defer short.Close()
 	roomy := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff})
 	defer roomy.Close()
-	// Both engines have prepared their statements: what blocks below is a run.
+	// Both engines have prepared their statements: what blocks below is a run. A
+	// first recall that ran out of its limit while preparing is tried again (its
+	// connection was dropped), up to a deadline.
 	for _, e := range []*recall.Engine{short, roomy} {
-		if _, err := e.Recall(ctx, req); err != nil {
-			t.Fatal(err)
+		for try := 1; ; try++ {
+			_, err := e.Recall(ctx, req)
+			var te *recall.TimeoutError
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &te) || try == 5 {
+				t.Fatal(err)
+			}
 		}
 	}
 
@@ -76,11 +89,11 @@ func TestRecallDeadlineCancelsStatement(t *testing.T) {
 		ctx   func() (context.Context, context.CancelFunc)
 		limit time.Duration
 	}{
-		{"the caller's deadline", roomy, func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 300*time.Millisecond) }, 300 * time.Millisecond},
-		{"the engine's timeout", short, func() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }, 300 * time.Millisecond},
+		{"the caller's deadline", roomy, func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, limit) }, limit},
+		{"the engine's timeout", short, func() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }, limit},
 		{"the caller cancels", roomy, func() (context.Context, context.CancelFunc) {
 			cc, cancel := context.WithCancel(ctx)
-			time.AfterFunc(300*time.Millisecond, cancel)
+			time.AfterFunc(limit, cancel)
 			return cc, cancel
 		}, 0},
 	}
@@ -93,15 +106,15 @@ func TestRecallDeadlineCancelsStatement(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: the recall answered while its turns were locked", tc.name)
 		}
-		if took > 300*time.Millisecond+100*time.Millisecond {
-			t.Errorf("%s: the recall returned after %s, want within its 300ms + 100ms", tc.name, took)
+		if took > limit+100*time.Millisecond {
+			t.Errorf("%s: the recall returned after %s, want within its %s + 100ms", tc.name, took, limit)
 		}
 		var te *recall.TimeoutError
 		if tc.limit > 0 {
 			if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s: %v (%T), want a TimeoutError", tc.name, err, err)
 			}
-			if !strings.Contains(err.Error(), "recall did not finish within 300ms") || strings.Contains(err.Error(), "i/o timeout") {
+			if !strings.Contains(err.Error(), "recall did not finish within "+limit.String()) || strings.Contains(err.Error(), "i/o timeout") {
 				t.Errorf("%s: %q, want the operation and its limit", tc.name, err)
 			}
 		} else if !errors.Is(err, context.Canceled) {
