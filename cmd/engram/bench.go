@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/app"
+	"github.com/engramhq/engram/bench/recallstack"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/cpustat"
@@ -382,7 +383,7 @@ func parseSizes(flag, list string) ([]int, error) {
 	return sizes, nil
 }
 
-// benchUnanalysed is engram bench recall --unanalysed (recallbench.RunUnanalysed).
+// benchUnanalysed is engram bench recall --unanalysed (recallstack.RunUnanalysed).
 // Its progress goes to stderr, the figures to stdout.
 func benchUnanalysed(cmd *cobra.Command, list string, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, asJSON bool) error {
 	sizes, err := parseSizes("--unanalysed", list)
@@ -392,7 +393,7 @@ func benchUnanalysed(cmd *cobra.Command, list string, queries, lightTurns, batch
 	if queries <= 0 || lightTurns < 0 || batchSize < 1 || batchSize > 500 || ingestCallers < 1 {
 		return fmt.Errorf("--queries and --ingest-callers must be positive, --light-turns not negative, --batch-size 1 to 500")
 	}
-	rep, err := recallbench.RunUnanalysed(cmd.Context(), recallbench.UnanalysedConfig{Sizes: sizes, Queries: queries, LightTurns: lightTurns,
+	rep, err := recallstack.RunUnanalysed(cmd.Context(), recallstack.UnanalysedConfig{Sizes: sizes, Queries: queries, LightTurns: lightTurns,
 		BatchSize: batchSize, IngestCallers: ingestCallers, EmbedCache: embedCache, DatabaseURL: dbURL}, cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -400,11 +401,11 @@ func benchUnanalysed(cmd *cobra.Command, list string, queries, lightTurns, batch
 	if asJSON {
 		return writeJSON(cmd.OutOrStdout(), rep)
 	}
-	recallbench.PrintUnanalysed(cmd.OutOrStdout(), rep)
+	recallstack.PrintUnanalysed(cmd.OutOrStdout(), rep)
 	return nil
 }
 
-// benchHistory is engram bench recall --history (recallbench.RunHistory).
+// benchHistory is engram bench recall --history (recallstack.RunHistory).
 func benchHistory(cmd *cobra.Command, history string, concs []int, queries, lightTurns, batchSize, ingestCallers, embedCache int, dbURL string, reload, timings, asJSON bool) error {
 	sizes, err := parseSizes("--history", history)
 	if err != nil {
@@ -417,7 +418,7 @@ func benchHistory(cmd *cobra.Command, history string, concs []int, queries, ligh
 	if asJSON {
 		msgs = cmd.ErrOrStderr()
 	}
-	rep, err := recallbench.RunHistory(cmd.Context(), recallbench.HistoryConfig{Sizes: sizes, Concurrency: concs, Queries: queries,
+	rep, err := recallstack.RunHistory(cmd.Context(), recallstack.HistoryConfig{Sizes: sizes, Concurrency: concs, Queries: queries,
 		LightTurns: lightTurns, BatchSize: batchSize, IngestCallers: ingestCallers, DatabaseURL: dbURL, Reload: reload, Steps: timings, EmbedCache: embedCache}, msgs)
 	if err != nil {
 		return err
@@ -425,6 +426,6 @@ func benchHistory(cmd *cobra.Command, history string, concs []int, queries, ligh
 	if asJSON {
 		return writeJSON(cmd.OutOrStdout(), rep)
 	}
-	recallbench.PrintHistory(cmd.OutOrStdout(), rep)
+	recallstack.PrintHistory(cmd.OutOrStdout(), rep)
 	return nil
 }

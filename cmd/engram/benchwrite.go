@@ -6,10 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/write/writebench"
+	"github.com/engramhq/engram/bench/writebench"
 )
 
-// benchWriteCmd is the flag wiring of write/writebench.
+// benchWriteCmd is the flag wiring of bench/writebench.
 func benchWriteCmd() *cobra.Command {
 	var (
 		concurrency, dbURL string

@@ -124,7 +124,7 @@ var (
 	fillerZh = []string{"谢谢", "顺便说一下", "之前说过", "如果可以的话", "给团队", "下个季度", "周五之前", "给我爸妈", "带孩子", "今年春天"}
 )
 
-func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+func Pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
 type factSpec struct {
 	memType   memory.MemoryType
@@ -140,11 +140,11 @@ func genFact(r *rand.Rand, u User, zh bool) factSpec {
 	case 0, 1:
 		n := 1000 * (3 + r.IntN(20))
 		if zh {
-			return factSpec{memory.TypeConstraint, "budget", fmt.Sprintf("%d CNY", n), fmt.Sprintf("预算不超过%d元，%s", n, pick(r, fillerZh)), "", ""}
+			return factSpec{memory.TypeConstraint, "budget", fmt.Sprintf("%d CNY", n), fmt.Sprintf("预算不超过%d元，%s", n, Pick(r, fillerZh)), "", ""}
 		}
-		return factSpec{memory.TypeConstraint, "budget", fmt.Sprintf("%d CNY", n), fmt.Sprintf("The travel budget is at most %d CNY %s", n, pick(r, filler)), "", ""}
+		return factSpec{memory.TypeConstraint, "budget", fmt.Sprintf("%d CNY", n), fmt.Sprintf("The travel budget is at most %d CNY %s", n, Pick(r, filler)), "", ""}
 	case 2:
-		v := pick(r, []string{"direct", "connecting", "any"})
+		v := Pick(r, []string{"direct", "connecting", "any"})
 		if zh {
 			return factSpec{memory.TypePreference, "flight_type", v, map[string]string{"direct": "以后尽量都坐直飞", "connecting": "转机也可以，便宜就行", "any": "直飞转机都行"}[v], "", ""}
 		}
@@ -152,9 +152,9 @@ func genFact(r *rand.Rand, u User, zh bool) factSpec {
 	case 3, 4:
 		i := r.IntN(len(likesEn))
 		if zh {
-			return factSpec{memory.TypePreference, "prefers", likesZh[i], "喜欢" + likesZh[i] + "，" + pick(r, fillerZh), "", ""}
+			return factSpec{memory.TypePreference, "prefers", likesZh[i], "喜欢" + likesZh[i] + "，" + Pick(r, fillerZh), "", ""}
 		}
-		return factSpec{memory.TypePreference, "prefers", likesEn[i], "Likes " + likesEn[i] + " " + pick(r, filler), "", ""}
+		return factSpec{memory.TypePreference, "prefers", likesEn[i], "Likes " + likesEn[i] + " " + Pick(r, filler), "", ""}
 	case 5:
 		i := r.IntN(len(likesEn))
 		if zh {
@@ -168,14 +168,14 @@ func genFact(r *rand.Rand, u User, zh bool) factSpec {
 		}
 		return factSpec{memory.TypeFact, "destination", cities[i], "The trip goes to " + cities[i], "Trip", ""}
 	case 7:
-		t := pick(r, toolsEn)
+		t := Pick(r, toolsEn)
 		v := fmt.Sprintf("%d.%d", 1+r.IntN(3), r.IntN(20))
 		if zh {
 			return factSpec{memory.TypeFact, "uses", t + " " + v, "我们团队生产环境用的是" + t + " " + v, "", ""}
 		}
 		return factSpec{memory.TypeFact, "uses", t + " " + v, "The team runs " + t + " " + v + " in production", "", ""}
 	case 8:
-		o := pick(r, u.Orders)
+		o := Pick(r, u.Orders)
 		if zh {
 			return factSpec{memory.TypeEvent, "order_not_received", "NOT_RECEIVED", "订单" + o + "没收到", "Order", o}
 		}
@@ -187,14 +187,14 @@ func genFact(r *rand.Rand, u User, zh bool) factSpec {
 		}
 		return factSpec{memory.TypeConstraint, "constraint", policyEn[i], policyEn[i], "", ""}
 	case 10:
-		d := pick(r, []string{"use Kafka for the event bus", "move the offsite to Hangzhou", "freeze deployments in December", "switch the CRM to the new vendor"})
+		d := Pick(r, []string{"use Kafka for the event bus", "move the offsite to Hangzhou", "freeze deployments in December", "switch the CRM to the new vendor"})
 		if zh {
-			d = pick(r, []string{"用Kafka做消息队列", "团建改到杭州", "十二月停止发布", "CRM换成新供应商"})
+			d = Pick(r, []string{"用Kafka做消息队列", "团建改到杭州", "十二月停止发布", "CRM换成新供应商"})
 			return factSpec{memory.TypeDecision, "decided", d, "决定" + d, "", ""}
 		}
 		return factSpec{memory.TypeDecision, "decided", d, "Decided to " + d, "", ""}
 	default:
-		seat := pick(r, []string{"window", "aisle"})
+		seat := Pick(r, []string{"window", "aisle"})
 		if zh {
 			return factSpec{memory.TypePreference, "seat", seat, map[string]string{"window": "喜欢靠窗的座位", "aisle": "喜欢靠过道的座位"}[seat], "", ""}
 		}
@@ -203,30 +203,30 @@ func genFact(r *rand.Rand, u User, zh bool) factSpec {
 }
 
 func genTurn(r *rand.Rand, u User, zh bool) string {
-	o := pick(r, u.Orders)
+	o := Pick(r, u.Orders)
 	i := r.IntN(len(cities))
 	if zh {
-		return pick(r, []string{
-			fmt.Sprintf("帮我查一下订单%s的物流，%s", o, pick(r, fillerZh)),
+		return Pick(r, []string{
+			fmt.Sprintf("帮我查一下订单%s的物流，%s", o, Pick(r, fillerZh)),
 			fmt.Sprintf("我想订%d号去%s的机票", 1+r.IntN(28), citiesZh[i]),
 			fmt.Sprintf("%s的酒店最好带早餐，离地铁近一点", citiesZh[i]),
 			fmt.Sprintf("订单%s一直没到，能不能退款", o),
-			"我" + pick(r, []string{"平时", "一般", "总是"}) + "喜欢" + pick(r, likesZh),
-			fmt.Sprintf("下周%s的会议改到下午三点", pick(r, []string{"一", "二", "三", "四", "五"})),
-			"我对" + pick(r, []string{"花生", "海鲜", "芒果", "猫毛"}) + "过敏",
-			fmt.Sprintf("预算大概%d元左右，%s", 1000*(3+r.IntN(20)), pick(r, fillerZh)),
+			"我" + Pick(r, []string{"平时", "一般", "总是"}) + "喜欢" + Pick(r, likesZh),
+			fmt.Sprintf("下周%s的会议改到下午三点", Pick(r, []string{"一", "二", "三", "四", "五"})),
+			"我对" + Pick(r, []string{"花生", "海鲜", "芒果", "猫毛"}) + "过敏",
+			fmt.Sprintf("预算大概%d元左右，%s", 1000*(3+r.IntN(20)), Pick(r, fillerZh)),
 		})
 	}
-	return pick(r, []string{
-		fmt.Sprintf("Can you check the shipping status of order %s %s?", o, pick(r, filler)),
+	return Pick(r, []string{
+		fmt.Sprintf("Can you check the shipping status of order %s %s?", o, Pick(r, filler)),
 		fmt.Sprintf("I want to book a flight to %s on the %dth", cities[i], 1+r.IntN(28)),
 		fmt.Sprintf("The hotel in %s should include breakfast and be close to the metro", cities[i]),
 		fmt.Sprintf("Order %s still hasn't arrived, can I get a refund?", o),
-		"I " + pick(r, []string{"usually", "always", "really"}) + " like " + pick(r, likesEn),
-		fmt.Sprintf("Move next %s's meeting to 3pm", pick(r, []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday"})),
-		"I'm allergic to " + pick(r, []string{"peanuts", "shellfish", "mango", "cats"}),
-		fmt.Sprintf("My budget is around %d CNY %s", 1000*(3+r.IntN(20)), pick(r, filler)),
-		"My " + pick(r, []string{"cat", "dog", "parrot"}) + " is called " + pick(r, []string{"Mochi", "Biscuit", "Luna", "Pepper", "Tofu"}),
+		"I " + Pick(r, []string{"usually", "always", "really"}) + " like " + Pick(r, likesEn),
+		fmt.Sprintf("Move next %s's meeting to 3pm", Pick(r, []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday"})),
+		"I'm allergic to " + Pick(r, []string{"peanuts", "shellfish", "mango", "cats"}),
+		fmt.Sprintf("My budget is around %d CNY %s", 1000*(3+r.IntN(20)), Pick(r, filler)),
+		"My " + Pick(r, []string{"cat", "dog", "parrot"}) + " is called " + Pick(r, []string{"Mochi", "Biscuit", "Luna", "Pepper", "Tofu"}),
 	})
 }
 
@@ -303,7 +303,7 @@ func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedd
 				ent = append(ent, "(?, 'User', ?, ?, ?)")
 				entArgs = append(entArgs, tenant, u.ID, u.ID, "")
 				for oi, o := range u.Orders {
-					state := pick(r, []string{"PAID", "SHIPPED", "DELIVERED", "NOT_RECEIVED"})
+					state := Pick(r, []string{"PAID", "SHIPPED", "DELIVERED", "NOT_RECEIVED"})
 					ent = append(ent, "(?, 'Order', ?, ?, ?)")
 					entArgs = append(entArgs, tenant, o, u.ID, state)
 					edge = append(edge, "(?, 'PLACED', 'User', ?, 'Order', ?, ?)")
@@ -320,7 +320,7 @@ func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedd
 					done, _ := json.Marshal([]string{"collect requirements"})
 					todo, _ := json.Marshal([]string{"book flights", "book hotel"})
 					task = append(task, "(?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?)")
-					taskArgs = append(taskArgs, tenant, tk, u.ID, u.Sessions[0], fmt.Sprintf("Plan trip %d to %s", ti+1, pick(r, cities)), "PLANNING", string(done), string(todo), "book flights")
+					taskArgs = append(taskArgs, tenant, tk, u.ID, u.Sessions[0], fmt.Sprintf("Plan trip %d to %s", ti+1, Pick(r, cities)), "PLANNING", string(done), string(todo), "book flights")
 				}
 				for _, s := range u.Sessions {
 					turns := []storage.Turn{}
@@ -380,9 +380,9 @@ func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedd
 				case memory.ScopeTenant:
 					ref.UserID = ""
 					if zh {
-						fs = factSpec{memory.TypeConstraint, "constraint", "", pick(r, policyZh), "", ""}
+						fs = factSpec{memory.TypeConstraint, "constraint", "", Pick(r, policyZh), "", ""}
 					} else {
-						fs = factSpec{memory.TypeConstraint, "constraint", "", pick(r, policyEn), "", ""}
+						fs = factSpec{memory.TypeConstraint, "constraint", "", Pick(r, policyEn), "", ""}
 					}
 					fs.object = fs.content
 				case memory.ScopeDepartment:
@@ -390,9 +390,9 @@ func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedd
 				case memory.ScopeAgent:
 					ref.AgentID = u.Agent
 				case memory.ScopeSession:
-					ref.SessionID = pick(r, u.Sessions)
+					ref.SessionID = Pick(r, u.Sessions)
 				case memory.ScopeTask:
-					ref.TaskID = pick(r, u.Tasks)
+					ref.TaskID = Pick(r, u.Tasks)
 				}
 				key := fmt.Sprintf("%s|bench|%s|%d", ref.Key(), fs.predicate, i)
 				from := base.Add(time.Duration(r.Int64N(int64(span))))
@@ -445,10 +445,10 @@ func Load(ctx context.Context, st *storage.Store, w *World, emb embedding.Embedd
 					id := uuid.NewString()
 					eid := uuid.NewString()
 					at := base.Add(time.Duration(r.Int64N(int64(span))))
-					sess := pick(r, u.Sessions)
+					sess := Pick(r, u.Sessions)
 					task := ""
 					if r.IntN(4) == 0 {
-						task = pick(r, u.Tasks)
+						task = Pick(r, u.Tasks)
 					}
 					evRows = append(evRows, "(?, ?, ?, 'x', 'USER', ?, ?, ?, ?, ?, ?, 'MESSAGE', ?, 'COMMITTED', ?)")
 					evArgs = append(evArgs, tenant, eid, fmt.Sprintf("bench-%d-%d", t, i+j), u.ID, u.ID, u.Department, u.Agent, sess, task, text, at)

@@ -27,7 +27,7 @@ func Queries(w *World, n int, seed uint64) []recall.Request {
 	for i := 0; i < n; i++ {
 		t := r.IntN(len(w.Users))
 		u := w.Users[t][r.IntN(len(w.Users[t]))]
-		o := pick(r, u.Orders)
+		o := Pick(r, u.Orders)
 		c := r.IntN(len(cities))
 		type tq struct{ q, schema string }
 		qs := []tq{
@@ -39,16 +39,16 @@ func Queries(w *World, n int, seed uint64) []recall.Request {
 			{"订单" + o + "怎么样了", "customer_service"}, {"帮我继续安排上次旅行", "travel"}, {"我们团队用的是什么工具", "general"},
 			{"报销有什么规定", "general"}, {"我喜欢吃什么", "general"}, {"去" + citiesZh[c] + "的酒店要带早餐吗", "travel"},
 		}
-		q := pick(r, qs)
+		q := Pick(r, qs)
 		req := recall.Request{
 			Principal: recall.Principal{TenantID: u.Tenant, ID: "bench", UserID: u.ID, DepartmentID: u.Department, AgentID: u.Agent},
 			Query:     q.q, Schema: q.schema, K: 10, Purpose: "bench",
 		}
 		if r.IntN(10) < 4 {
-			req.SessionID = pick(r, u.Sessions)
+			req.SessionID = Pick(r, u.Sessions)
 		}
 		if r.IntN(10) < 3 {
-			req.TaskID = pick(r, u.Tasks)
+			req.TaskID = Pick(r, u.Tasks)
 		}
 		out = append(out, req)
 	}
@@ -169,12 +169,12 @@ func (b *Runner) Measure(ctx context.Context, kind string, reqs []recall.Request
 	}
 	if len(lat) > 0 {
 		st.Mean = sum / time.Duration(len(lat))
-		st.P50, st.P95, st.P99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
+		st.P50, st.P95, st.P99 = Percentile(lat, 50), Percentile(lat, 95), Percentile(lat, 99)
 	}
 	return st
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
+func Percentile(sorted []time.Duration, p int) time.Duration {
 	i := (len(sorted)*p + 99) / 100
 	if i >= len(sorted) {
 		i = len(sorted) - 1
@@ -220,11 +220,11 @@ func PrintTable(out io.Writer, stats []Stat) {
 		}
 	}
 	for _, s := range stats {
-		cpu := ms(s.GoCPU) + "+?"
+		cpu := MsCell(s.GoCPU) + "+?"
 		if s.PGCPUOK {
-			cpu = ms(s.GoCPU) + "+" + ms(s.PGCPU)
+			cpu = MsCell(s.GoCPU) + "+" + MsCell(s.PGCPU)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t\n", s.Name, s.Concurrency, s.N, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Mean), s.QPS, cpu, s.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%d\t\n", s.Name, s.Concurrency, s.N, MsCell(s.P50), MsCell(s.P95), MsCell(s.P99), MsCell(s.Mean), s.QPS, cpu, s.Errors)
 	}
 	_ = tw.Flush()
 	var ratios []string
@@ -243,7 +243,7 @@ func PrintTable(out io.Writer, stats []Stat) {
 	}
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+func MsCell(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
 
 // Steps runs every request once (one caller) on eng and returns the mean time
 // of each step the engine reports in Response.Timings. With sql set it also
@@ -293,7 +293,7 @@ func PrintSteps(out io.Writer, steps map[string]time.Duration) {
 	}
 	slices.SortFunc(names, func(a, b string) int { return int(steps[b] - steps[a]) })
 	for _, k := range names {
-		fmt.Fprintf(out, "  %-24s %s\n", k, ms(steps[k]))
+		fmt.Fprintf(out, "  %-24s %s\n", k, MsCell(steps[k]))
 	}
 }
 
@@ -301,20 +301,20 @@ func PrintSteps(out io.Writer, steps map[string]time.Duration) {
 func StepsJSON(steps map[string]time.Duration) map[string]float64 {
 	out := make(map[string]float64, len(steps))
 	for k, v := range steps {
-		out[k] = msf(v)
+		out[k] = Millis(v)
 	}
 	return out
 }
 
-func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // pgCPUms is the database server's CPU per query in ms, nil when it could not be
 // read.
-func (s Stat) pgCPUms() *float64 {
+func (s Stat) PgCPUms() *float64 {
 	if !s.PGCPUOK {
 		return nil
 	}
-	v := msf(s.PGCPU)
+	v := Millis(s.PGCPU)
 	return &v
 }
 
@@ -376,12 +376,12 @@ func NewReport(stats []Stat) Report {
 	by := map[int]*ConcurrencyJSON{}
 	var order []int
 	for _, s := range stats {
-		sj := StatJSON{Query: s.Name, Concurrency: s.Concurrency, N: s.N, Errors: s.Errors, P50ms: msf(s.P50), P95ms: msf(s.P95),
-			P99ms: msf(s.P99), MeanMs: msf(s.Mean), QPS: round2(s.QPS)}
+		sj := StatJSON{Query: s.Name, Concurrency: s.Concurrency, N: s.N, Errors: s.Errors, P50ms: Millis(s.P50), P95ms: Millis(s.P95),
+			P99ms: Millis(s.P99), MeanMs: Millis(s.Mean), QPS: Round2(s.QPS)}
 		if s.FirstErr != nil {
 			sj.FirstError = s.FirstErr.Error()
 		}
-		sj.GoCPUms, sj.PGCPUms = msf(s.GoCPU), s.pgCPUms()
+		sj.GoCPUms, sj.PGCPUms = Millis(s.GoCPU), s.PgCPUms()
 		r.Rows = append(r.Rows, sj)
 		c, ok := by[s.Concurrency]
 		if !ok {
@@ -404,4 +404,4 @@ func NewReport(stats []Stat) Report {
 	return r
 }
 
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+func Round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -1,4 +1,4 @@
-package recallbench
+package recallstack
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/engramhq/engram/bench/writebench"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/write/writebench"
 )
 
 // The unanalysed bench (engram bench recall --unanalysed): recall of a user whose
@@ -211,7 +212,7 @@ func unanalysedSize(ctx context.Context, cfg UnanalysedConfig, base string, n in
 		return p, "", err
 	}
 	defer eng.Close()
-	run := &Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
+	run := &recallbench.Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
 	heavyQ := historyQueries(heavyUser, cfg.Queries, uint64(n))
 	lightQ := historyQueries(lightUser, cfg.Queries, uint64(n)+1)
 
@@ -242,13 +243,13 @@ func unanalysedSize(ctx context.Context, cfg UnanalysedConfig, base string, n in
 // measureUnanalysedPhase measures the heavy and the light user's recalls at one
 // caller, after a few unmeasured ones (the model, the caches, the pool's
 // connections and their plans: made here with whatever statistics there are).
-func measureUnanalysedPhase(ctx context.Context, run *Runner, heavyQ, lightQ []recall.Request) UnanalysedPhase {
-	run.Measure(ctx, KindRecallComposite, heavyQ[:min(20, len(heavyQ))], 1)
-	run.Measure(ctx, KindRecallComposite, lightQ[:min(20, len(lightQ))], 1)
-	h := run.Measure(ctx, KindRecallComposite, heavyQ, 1)
-	l := run.Measure(ctx, KindRecallComposite, lightQ, 1)
-	ph := UnanalysedPhase{P50: msf(h.P50), P95: msf(h.P95), P99: msf(h.P99), LightP50: msf(l.P50), LightP95: msf(l.P95),
-		GoCPUms: msf(h.GoCPU), PGCPUms: h.pgCPUms(), Errors: h.Errors + l.Errors}
+func measureUnanalysedPhase(ctx context.Context, run *recallbench.Runner, heavyQ, lightQ []recall.Request) UnanalysedPhase {
+	run.Measure(ctx, recallbench.KindRecallComposite, heavyQ[:min(20, len(heavyQ))], 1)
+	run.Measure(ctx, recallbench.KindRecallComposite, lightQ[:min(20, len(lightQ))], 1)
+	h := run.Measure(ctx, recallbench.KindRecallComposite, heavyQ, 1)
+	l := run.Measure(ctx, recallbench.KindRecallComposite, lightQ, 1)
+	ph := UnanalysedPhase{P50: recallbench.Millis(h.P50), P95: recallbench.Millis(h.P95), P99: recallbench.Millis(h.P99), LightP50: recallbench.Millis(l.P50), LightP95: recallbench.Millis(l.P95),
+		GoCPUms: recallbench.Millis(h.GoCPU), PGCPUms: h.PgCPUms(), Errors: h.Errors + l.Errors}
 	if e := firstErr(h.FirstErr, l.FirstErr); e != nil {
 		ph.FirstError = e.Error()
 	}
@@ -260,7 +261,7 @@ func latencyRatio(a, b float64) float64 {
 	if b <= 0 {
 		return 0
 	}
-	return round2(a / b)
+	return recallbench.Round2(a / b)
 }
 
 // freshUnanalysedDatabase drops and makes again UnanalysedDatabase next to base's,

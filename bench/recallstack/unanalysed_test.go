@@ -1,4 +1,4 @@
-package recallbench
+package recallstack
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package recallbench
+package recallstack
 
 import (
 	"context"
@@ -15,18 +15,19 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/app"
+	"github.com/engramhq/engram/bench/writebench"
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/recall"
+	"github.com/engramhq/engram/recall/recallbench"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
-	"github.com/engramhq/engram/write/writebench"
 )
 
 // The history bench: one user's history grown through the real write path (batch
-// Ingest into an in-process server and worker, write/writebench), recall measured
+// Ingest into an in-process server and worker, bench/writebench), recall measured
 // at each size for that user and for a light user beside it in the same tenant.
 // The database (HistoryDatabase) keeps what was loaded: a later run grows the
 // history from where the last one stopped, and the events' idempotency keys are
@@ -163,7 +164,7 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 	}
 	defer eng.Close()
 	rep.EmbedCache = max(cfg.EmbedCache, 0)
-	run := &Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
+	run := &recallbench.Runner{Store: a.Store, Composite: eng, Emb: a.Embedder, Bare: bare}
 	for _, size := range cfg.Sizes {
 		ing, err := grow(ctx, b.API(), a.Temporal, a.Store, keys, heavyUser, size, cfg.BatchSize, max(1, cfg.IngestCallers), msgs)
 		if err != nil {
@@ -178,18 +179,18 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 		}
 		heavyQ := historyQueries(heavyUser, cfg.Queries, uint64(size))
 		lightQ := historyQueries(lightUser, cfg.Queries, uint64(size)+1)
-		run.Measure(ctx, KindRecallComposite, heavyQ[:min(20, len(heavyQ))], 1) // warm-up
-		run.Measure(ctx, KindRecallComposite, lightQ[:min(20, len(lightQ))], 1)
+		run.Measure(ctx, recallbench.KindRecallComposite, heavyQ[:min(20, len(heavyQ))], 1) // warm-up
+		run.Measure(ctx, recallbench.KindRecallComposite, lightQ[:min(20, len(lightQ))], 1)
 		for _, c := range cfg.Concurrency {
 			fmt.Fprintf(msgs, "history %d: recall at %d caller(s) …\n", size, c)
-			h := run.Measure(ctx, KindRecallComposite, heavyQ, c)
-			l := run.Measure(ctx, KindRecallComposite, lightQ, c)
-			bv := run.Measure(ctx, KindBareEvidenceVec, heavyQ, c)
-			bt := run.Measure(ctx, KindBareEvidenceText, heavyQ, c)
-			p := HistoryPoint{History: size, Concurrency: c, RecallP50: msf(h.P50), RecallP95: msf(h.P95), RecallP99: msf(h.P99),
-				RecallQPS: round2(h.QPS), LightP50: msf(l.P50), LightP95: msf(l.P95),
-				BareVecP50: msf(bv.P50), BareVecP95: msf(bv.P95), BareTextP50: msf(bt.P50), BareTextP95: msf(bt.P95),
-				GoCPUms: msf(h.GoCPU), PGCPUms: h.pgCPUms(), Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
+			h := run.Measure(ctx, recallbench.KindRecallComposite, heavyQ, c)
+			l := run.Measure(ctx, recallbench.KindRecallComposite, lightQ, c)
+			bv := run.Measure(ctx, recallbench.KindBareEvidenceVec, heavyQ, c)
+			bt := run.Measure(ctx, recallbench.KindBareEvidenceText, heavyQ, c)
+			p := HistoryPoint{History: size, Concurrency: c, RecallP50: recallbench.Millis(h.P50), RecallP95: recallbench.Millis(h.P95), RecallP99: recallbench.Millis(h.P99),
+				RecallQPS: recallbench.Round2(h.QPS), LightP50: recallbench.Millis(l.P50), LightP95: recallbench.Millis(l.P95),
+				BareVecP50: recallbench.Millis(bv.P50), BareVecP95: recallbench.Millis(bv.P95), BareTextP50: recallbench.Millis(bt.P50), BareTextP95: recallbench.Millis(bt.P95),
+				GoCPUms: recallbench.Millis(h.GoCPU), PGCPUms: h.PgCPUms(), Errors: h.Errors + l.Errors + bv.Errors + bt.Errors}
 			if e := firstErr(h.FirstErr, l.FirstErr, bv.FirstErr, bt.FirstErr); e != nil {
 				p.FirstError = e.Error()
 			}
@@ -205,7 +206,7 @@ func RunHistory(ctx context.Context, cfg HistoryConfig, msgs io.Writer) (*Histor
 			if err != nil {
 				return nil, err
 			}
-			rep.Steps = append(rep.Steps, HistorySteps{History: size, Heavy: StepsJSON(hs), Light: StepsJSON(ls)})
+			rep.Steps = append(rep.Steps, HistorySteps{History: size, Heavy: recallbench.StepsJSON(hs), Light: recallbench.StepsJSON(ls)})
 		}
 	}
 	rep.LoadAfter = cpustat.LoadAvg()
@@ -364,15 +365,15 @@ func grow(ctx context.Context, api *client.Client, tc tclient.Client, st *storag
 	}
 	ing.Turns = size - from
 	ing.Seconds = r.Wall.Seconds()
-	ing.TurnsPerS = round2(float64(ing.Turns) / ing.Seconds)
+	ing.TurnsPerS = recallbench.Round2(float64(ing.Turns) / ing.Seconds)
 	slices.Sort(r.Latency)
-	ing.BatchP95Secs = round2(pct(r.Latency, 95).Seconds())
+	ing.BatchP95Secs = recallbench.Round2(recallbench.Percentile(r.Latency, 95).Seconds())
 	ing.Batches = n
 	longest, err := longestTask(ctx, tc, runs)
 	if err != nil {
 		return ing, err
 	}
-	ing.MaxTaskSecs = round2(longest.Seconds())
+	ing.MaxTaskSecs = recallbench.Round2(longest.Seconds())
 	return ing, nil
 }
 
@@ -455,26 +456,26 @@ func historyTurn(keys, user string, i int) *engramv1.Event {
 	if i%2 == 1 {
 		// The reply asks after the user's turn before it (drawn from its seed).
 		pr := rand.New(rand.NewPCG(seed-1, 29))
-		act, place := pick(pr, histActivities), pick(pr, histPlaces)
+		act, place := recallbench.Pick(pr, histActivities), recallbench.Pick(pr, histPlaces)
 		ev.ActorType, ev.ActorId = engramv1.ActorType_ACTOR_TYPE_AGENT, "assistant"
-		ev.Content = pick(r, []string{
-			fmt.Sprintf("That sounds %s! How did %s at %s go?", pick(r, histFeelings), act, place),
+		ev.Content = recallbench.Pick(r, []string{
+			fmt.Sprintf("That sounds %s! How did %s at %s go?", recallbench.Pick(r, histFeelings), act, place),
 			fmt.Sprintf("I'll remember that you enjoy %s. Would you like me to find more things to do near %s?", act, place),
 			fmt.Sprintf("Noted. Do you want a reminder before your next trip to %s?", place),
-			fmt.Sprintf("Got it. Should I add %s with %s to your calendar?", act, pick(r, histPeople)),
+			fmt.Sprintf("Got it. Should I add %s with %s to your calendar?", act, recallbench.Pick(r, histPeople)),
 		})
 		return ev
 	}
 	ev.ActorType, ev.ActorId = engramv1.ActorType_ACTOR_TYPE_USER, user
-	act, place := pick(r, histActivities), pick(r, histPlaces) // the reply's subject: drawn first
-	p1, p2 := pick(r, histPeople), pick(r, histPeople)
-	ev.Content = pick(r, []string{
-		fmt.Sprintf("I went %s at %s with %s %s, it was %s.", act, place, p1, pick(r, histWhen), pick(r, histFeelings)),
+	act, place := recallbench.Pick(r, histActivities), recallbench.Pick(r, histPlaces) // the reply's subject: drawn first
+	p1, p2 := recallbench.Pick(r, histPeople), recallbench.Pick(r, histPeople)
+	ev.Content = recallbench.Pick(r, []string{
+		fmt.Sprintf("I went %s at %s with %s %s, it was %s.", act, place, p1, recallbench.Pick(r, histWhen), recallbench.Pick(r, histFeelings)),
 		fmt.Sprintf("%s and I are planning %s at %s next month.", p1, act, place),
-		fmt.Sprintf("I bought %s for %s because %s wants to try it too.", pick(r, histThings), act, p2),
+		fmt.Sprintf("I bought %s for %s because %s wants to try it too.", recallbench.Pick(r, histThings), act, p2),
 		fmt.Sprintf("%s told me about a place near %s that is good for %s.", p1, place, act),
 		fmt.Sprintf("Remind me that %s's birthday is coming up, maybe %s at %s?", p1, act, place),
-		fmt.Sprintf("I skipped %s %s because I was tired; %s went to %s instead.", act, pick(r, histWhen), p2, place),
+		fmt.Sprintf("I skipped %s %s because I was tired; %s went to %s instead.", act, recallbench.Pick(r, histWhen), p2, place),
 	})
 	return ev
 }
@@ -484,14 +485,14 @@ func historyQueries(user string, n int, seed uint64) []recall.Request {
 	r := rand.New(rand.NewPCG(seed, 31))
 	out := make([]recall.Request, 0, n)
 	for range n {
-		act, place, p := pick(r, histActivities), pick(r, histPlaces), pick(r, histPeople)
-		q := pick(r, []string{
+		act, place, p := recallbench.Pick(r, histActivities), recallbench.Pick(r, histPlaces), recallbench.Pick(r, histPeople)
+		q := recallbench.Pick(r, []string{
 			fmt.Sprintf("When did I go %s at %s?", act, place),
 			fmt.Sprintf("What did %s tell me about %s?", p, place),
 			fmt.Sprintf("What am I planning with %s?", p),
 			fmt.Sprintf("What did I buy for %s?", act),
 			fmt.Sprintf("How was %s with %s?", act, p),
-			fmt.Sprintf("Where did I go %s?", pick(r, histWhen)),
+			fmt.Sprintf("Where did I go %s?", recallbench.Pick(r, histWhen)),
 		})
 		out = append(out, recall.Request{
 			Principal: recall.Principal{TenantID: historyTenant, ID: "bench", UserID: user},

@@ -2,7 +2,7 @@
 // an in-process API server and worker (app.Build) against a database of its own,
 // Ingest with and without wait, a batch import, and beside each the bare Temporal
 // floor. engram bench write is its flag wiring; the history bench
-// (recall/recallbench) grows a user's history through it.
+// (bench/recallstack) grows a user's history through it.
 package writebench
 
 import (
