@@ -14,13 +14,19 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/engramhq/engram/internal/suggest"
 )
 
-// jsonCodec is Connect's JSON codec with two differences a client can see:
+// jsonCodec is Connect's JSON codec with three differences a client can see:
+//   - a field the message does not define is an error naming it by its path as
+//     the client spelled it, with the closest known field ("event.taskID: unknown
+//     field; did you mean `taskId`?"), never silently dropped (which stored a
+//     task's budget as the user's, dated now); binary protobuf keeps ignoring
+//     unknown fields, so older servers still accept newer clients;
 //   - an enum name the API does not define ("scope": "NOT_A_VALUE") is an error
 //     naming the field, not silently dropped (which made a filter match
-//     everything); unknown fields are still ignored, so older servers accept
-//     newer clients;
+//     everything);
 //   - every decode error names where in the body it is: the field's path as the
 //     client spelled it ("event.occurredAt"), with line and column.
 type jsonCodec struct{ name string }
@@ -46,75 +52,126 @@ func (c jsonCodec) Unmarshal(data []byte, message any) error {
 	if !ok {
 		return fmt.Errorf("%T is not a protobuf message", message)
 	}
+	return UnmarshalJSON(data, m)
+}
+
+// UnmarshalJSON decodes the Connect JSON of m as the API does: strictly, every
+// error naming the field's path in data (see jsonCodec). The CLI reads its
+// --file lines with it.
+func UnmarshalJSON(data []byte, m proto.Message) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errors.New("body: is empty; send a JSON object")
 	}
 	err := protojson.Unmarshal(data, m)
-	if err == nil || !strings.Contains(err.Error(), "unknown field") {
-		return describeJSONError(data, err, true)
+	if err != nil && strings.Contains(err.Error(), "unknown field") {
+		if unknown := unknownFields(data, m.ProtoReflect().Descriptor(), ""); len(unknown) > 0 {
+			return unknown
+		}
 	}
-	// Forward compatibility: fields this server does not know are ignored, and
-	// everything else is still decoded strictly (an unknown enum name stays an
-	// error).
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // int64 values survive the round trip exactly
-	if dec.Decode(&v) != nil {
-		return describeJSONError(data, err, true)
-	}
-	pruned, perr := json.Marshal(pruneUnknown(v, m.ProtoReflect().Descriptor()))
-	if perr != nil {
-		return describeJSONError(data, err, true)
-	}
-	proto.Reset(m)
-	return describeJSONError(pruned, protojson.Unmarshal(pruned, m), false) // positions in the pruned body would mislead
+	return describeJSONError(data, err)
 }
 
-// pruneUnknown drops the object keys md has no field for (by JSON or proto name),
-// down through nested messages; well-known types are left as they are.
-func pruneUnknown(v any, md protoreflect.MessageDescriptor) any {
+// UnknownField is a key of a JSON object that its message has no field for.
+type UnknownField struct {
+	Path    string // as the client spelled it: "event.taskID", "events[2].colour"
+	Suggest string // the closest known field, in the client's style; "" if none is close
+	Known   []string
+}
+
+func (u UnknownField) Error() string {
+	if u.Suggest != "" {
+		return fmt.Sprintf("%s: unknown field; did you mean `%s`?", u.Path, u.Suggest)
+	}
+	return fmt.Sprintf("%s: unknown field; the known fields here are %s", u.Path, strings.Join(u.Known, ", "))
+}
+
+// UnknownFields are all unknown fields of a decode, in the body's order.
+type UnknownFields []UnknownField
+
+func (us UnknownFields) Error() string {
+	msgs := make([]string, len(us))
+	for i, u := range us {
+		msgs[i] = u.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// unknownFields lists the keys of the JSON object data (under path) that md has no
+// field for, by JSON or proto name, down through nested messages and lists, in
+// the order they appear; well-known types (Timestamp, Struct, …) are not looked
+// into. Data that is not a JSON object gives none.
+func unknownFields(data []byte, md protoreflect.MessageDescriptor, path string) UnknownFields {
 	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
-		return v
+		return nil
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	for k, fv := range obj {
-		fd := md.Fields().ByJSONName(k)
-		if fd == nil {
-			fd = md.Fields().ByTextName(k)
+	var out UnknownFields
+	eachMember(data, func(key string, raw json.RawMessage) {
+		p := key
+		if path != "" {
+			p = path + "." + key
 		}
+		fd := md.Fields().ByJSONName(key)
 		if fd == nil {
-			delete(obj, k)
-			continue
+			fd = md.Fields().ByTextName(key)
 		}
 		switch {
-		case fd.IsMap() && fd.MapValue().Message() != nil:
-			if mv, ok := fv.(map[string]any); ok {
-				for mk, x := range mv {
-					mv[mk] = pruneUnknown(x, fd.MapValue().Message())
-				}
-			}
+		case fd == nil:
+			out = append(out, UnknownField{Path: p, Suggest: suggest.Closest(key, knownNames(md)), Known: jsonNames(md)})
 		case fd.Message() != nil && fd.IsList():
-			if l, ok := fv.([]any); ok {
-				for i, x := range l {
-					l[i] = pruneUnknown(x, fd.Message())
+			var items []json.RawMessage
+			if json.Unmarshal(raw, &items) == nil {
+				for i, it := range items {
+					out = append(out, unknownFields(it, fd.Message(), fmt.Sprintf("%s[%d]", p, i))...)
 				}
 			}
-		case fd.Message() != nil:
-			obj[k] = pruneUnknown(fv, fd.Message())
+		case fd.Message() != nil && !fd.IsMap():
+			out = append(out, unknownFields(raw, fd.Message(), p)...)
+		}
+	})
+	return out
+}
+
+// eachMember calls f with each key and value of the JSON object data, in order.
+func eachMember(data []byte, f func(key string, raw json.RawMessage)) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		var raw json.RawMessage
+		if err != nil || !ok || dec.Decode(&raw) != nil {
+			return
+		}
+		f(key, raw)
+	}
+}
+
+// knownNames are md's fields by JSON name, then by proto name where it differs.
+func knownNames(md protoreflect.MessageDescriptor) []string {
+	names := jsonNames(md)
+	for i := 0; i < md.Fields().Len(); i++ {
+		if fd := md.Fields().Get(i); string(fd.Name()) != fd.JSONName() {
+			names = append(names, string(fd.Name()))
 		}
 	}
-	return obj
+	return names
+}
+
+func jsonNames(md protoreflect.MessageDescriptor) []string {
+	names := make([]string, md.Fields().Len())
+	for i := range names {
+		names[i] = md.Fields().Get(i).JSONName()
+	}
+	return names
 }
 
 var linePos = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
 
 // describeJSONError rewrites protojson's error ("proto: (line 1:25): invalid
-// value for …") to name the field at that position (and, with positions, keep
-// the line and column).
-func describeJSONError(data []byte, err error, positions bool) error {
+// value for …") to name the field at that position, keeping the line and column.
+func describeJSONError(data []byte, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -136,9 +193,6 @@ func describeJSONError(data []byte, err error, positions bool) error {
 	path := jsonPathAt(data, offsetOf(data, line, col))
 	if path == "" {
 		path = "body"
-	}
-	if !positions {
-		return fmt.Errorf("%s: %s", path, what)
 	}
 	return fmt.Errorf("%s: %s (line %d, column %d)", path, what, line, col)
 }
