@@ -117,12 +117,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}
 	if opts.API {
-		kw, _, err := KeywordIndex(cfg, a.Store)
-		if err != nil {
+		if a.Recall, err = RecallEngine(cfg, a.Store, a.Embedder, log, recall.Options{}); err != nil {
 			return nil, err
 		}
-		// A tenant's stored schemas drive query parsing as they drive extraction.
-		a.Recall = recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: cfg.DefaultSchema, MaxStatements: cfg.RecallMaxStatements, Timeout: cfg.RecallTimeout, Logger: log})
 		a.closers = append(a.closers, func() { a.Recall.Close() })
 		// Acknowledged writes are started in the background: the ack returns once the
 		// event is stored (the sweep starts any the process did not).
@@ -153,6 +150,34 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
 	}
 	return a, nil
+}
+
+// RecallEngine builds the recall engine `engram serve` runs: cfg's keyword
+// index (Postgres full-text, or Typesense), the tenant's stored schemas (the
+// built-ins where it stored none), cfg's default schema, statement bound and time
+// limit. o carries what a caller measures differently (the fusion weights a grid
+// tunes, the query-embedding cache, the access log, one statement); a zero field
+// of those four takes cfg's. Build, the benchmarks and the eval all build their
+// engine here, so what they measure is what serve answers with.
+func RecallEngine(cfg config.Config, st *storage.Store, em embedding.Embedder, log *slog.Logger, o recall.Options) (*recall.Engine, error) {
+	kw, _, err := KeywordIndex(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	if o.DefaultSchema == "" {
+		o.DefaultSchema = cfg.DefaultSchema
+	}
+	if o.MaxStatements == 0 {
+		o.MaxStatements = cfg.RecallMaxStatements
+	}
+	if o.Timeout == 0 {
+		o.Timeout = cfg.RecallTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = log
+	}
+	// A tenant's stored schemas drive query parsing as they drive extraction.
+	return recall.New(st, em, kw, schema.Stored(st.LookupSchema), o), nil
 }
 
 // readPoolSize bounds the connections of the API's read pool (server.Deps.ReadStore).

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 )
@@ -38,6 +39,9 @@ type Config struct {
 	// 5-9, and the reverse) in --tune.
 	Folds int
 
+	// Serve is the configuration `engram serve` runs with: the run's worker and
+	// recall engine are built from it (Options.Serve).
+	Serve           config.Config
 	DatabaseURL     string
 	TemporalAddress string
 	Namespace       string
@@ -100,7 +104,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer c.Close()
-	factory := DefaultRecaller
+	var factory RecallerFactory // nil: the engine, as serve builds it
 	switch cfg.Recall {
 	case "", "engine":
 	case "baseline":
@@ -115,7 +119,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	rep, err := Run(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: cfg.Embedder,
 		Gov: cfg.Gov, NewRecaller: factory, NoBaseline: cfg.Recall == "baseline", LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, Judge: judge,
-		Retrievers: cfg.Retrievers, RunID: runID, Reuse: reuse,
+		Retrievers: cfg.Retrievers, RunID: runID, Reuse: reuse, Serve: cfg.Serve,
 	})
 	if err != nil {
 		return nil, err

@@ -107,7 +107,7 @@ func runFresh(ctx context.Context, cfg Config, suites []*Suite, em embedding.Emb
 	defer c.Close()
 	return RunVariants(ctx, suites, Options{
 		Mode: cfg.Mode, K: cfg.K, Store: st, Temporal: c, TaskQueue: "eval-" + randomID(10), Embedder: em,
-		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, RunID: runID, Reuse: reuse,
+		Gov: cfg.Gov, LLM: cfg.LLM, Parallel: cfg.Parallel, Progress: cfg.Progress, RunID: runID, Reuse: reuse, Serve: cfg.Serve,
 	}, variants)
 }
 

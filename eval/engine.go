@@ -1,14 +1,19 @@
 package eval
 
 import (
+	"github.com/engramhq/engram/app"
+	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 )
 
-// DefaultRecaller builds the recall engine the runner measures: Postgres full-text
-// keywords, the run's embedder, the built-in schemas and default options.
-func DefaultRecaller(st *storage.Store, em embedding.Embedder) (Recaller, error) {
-	return recall.New(st, em, recall.NewPostgresKeyword(st), schema.Builtins, recall.Options{}), nil
+// EngineRecaller builds the recall engine the runner measures as serve builds its
+// own (app.RecallEngine: serve's keyword index, stored schemas, limits) over the
+// run's store and embedder; o carries what a variant measures differently (the
+// fusion weights of a grid, the access log).
+func EngineRecaller(serve config.Config, o recall.Options) RecallerFactory {
+	return func(st *storage.Store, em embedding.Embedder) (Recaller, error) {
+		return app.RecallEngine(serve, st, em, nil, o)
+	}
 }

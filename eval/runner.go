@@ -14,13 +14,13 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"go.temporal.io/sdk/client"
-	tworker "go.temporal.io/sdk/worker"
 
+	"github.com/engramhq/engram/app"
+	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -60,6 +60,11 @@ type Options struct {
 	Embedder  embedding.Embedder
 	// Gov is the governance the worker applies (default governance.DefaultConfig()).
 	Gov *governance.Config
+	// Serve is the configuration `engram serve` would run with (config.FromEnv in
+	// the CLI). The run's worker and recall engine are built from it by app, as
+	// serve builds its own, with the run's task queue and governance; a zero value
+	// is the defaults.
+	Serve config.Config
 	// NewRecaller builds the recaller (default: the recall engine).
 	NewRecaller RecallerFactory
 	// LLM is the endpoint for llm mode.
@@ -242,7 +247,7 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 		gov = *opt.Gov
 	}
 	if opt.NewRecaller == nil {
-		opt.NewRecaller = DefaultRecaller
+		opt.NewRecaller = EngineRecaller(opt.Serve, recall.Options{})
 	}
 	var jobs []job
 	for _, s := range suites {
@@ -258,10 +263,12 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	}
 	defer closeEx()
 
-	w := tworker.New(opt.Temporal, opt.TaskQueue, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{
-		Store: opt.Store, Extractor: ex, Embedder: opt.Embedder, Schemas: schema.Builtins, Gov: gov,
-	})
+	wcfg := opt.Serve
+	wcfg.TaskQueue, wcfg.Governance = opt.TaskQueue, gov
+	w, err := app.NewWorkerWith(opt.Temporal, wcfg, opt.Store, opt.Embedder, ex, nil)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

@@ -11,10 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/recall"
-	"github.com/engramhq/engram/schema"
-	"github.com/engramhq/engram/storage"
 )
 
 // TuneRow is one fusion setting of a tuning run and what it reached.
@@ -281,9 +278,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	variants := []Variant{{Name: "baseline", NewRecaller: NewBaseline}}
 	for i, f := range grid {
 		f := f
-		variants = append(variants, Variant{Name: fmt.Sprintf("fusion-%d", i), NewRecaller: func(st *storage.Store, em embedding.Embedder) (Recaller, error) {
-			return recall.New(st, em, recall.NewPostgresKeyword(st), schema.Builtins, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff}), nil
-		}})
+		variants = append(variants, Variant{Name: fmt.Sprintf("fusion-%d", i), NewRecaller: EngineRecaller(cfg.Serve, recall.Options{Fusion: f, AccessLog: recall.AccessLogOff})})
 	}
 	reps, err := runFresh(ctx, cfg, suites, cfg.Embedder, variants)
 	if err != nil {

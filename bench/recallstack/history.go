@@ -22,7 +22,6 @@ import (
 	"github.com/engramhq/engram/internal/loadgen"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/recall/recallbench"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -234,12 +233,7 @@ func measuredEngine(a *app.App, embedCache int) (*recall.Engine, error) {
 	if embedCache > 0 {
 		cache = embedCache
 	}
-	kw, _, err := app.KeywordIndex(a.Config, a.Store)
-	if err != nil {
-		return nil, err
-	}
-	return recall.New(a.Store, a.Embedder, kw, schema.Stored(a.Store.LookupSchema), recall.Options{DefaultSchema: a.Config.DefaultSchema,
-		MaxStatements: a.Config.RecallMaxStatements, QueryEmbeddingCache: cache, AccessLog: recall.AccessLogAsync}), nil
+	return app.RecallEngine(a.Config, a.Store, a.Embedder, a.Log, recall.Options{QueryEmbeddingCache: cache, AccessLog: recall.AccessLogAsync})
 }
 
 func cmpFloat(a, b float64) int {

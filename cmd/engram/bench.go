@@ -145,14 +145,18 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 				return err
 			}
 			emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+			// The engines are built as serve builds its own (app.RecallEngine: the
+			// configured keyword index, stored schemas, statement bound and limit),
+			// on the bench's database and embedders.
+			cfg, err := config.FromEnv()
+			if err != nil {
+				return err
+			}
 			var composite embedding.Embedder
 			if !noComposite && explain == 0 {
-				cfg, err := config.FromEnv()
-				if err != nil {
-					return err
-				}
-				cfg.EmbedBaseURL, cfg.Embedder = "", "composite"
-				if composite, err = app.Embedder(cfg); err != nil {
+				cc := cfg
+				cc.EmbedBaseURL, cc.Embedder = "", "composite"
+				if composite, err = app.Embedder(cc); err != nil {
 					return fmt.Errorf("composite embedder (--no-composite to measure without it): %w", err)
 				}
 			}
@@ -183,7 +187,11 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 			if embedCache > 0 {
 				cache = embedCache
 			}
-			eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement, MaxStatements: maxStatements})
+			ro := recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement, MaxStatements: maxStatements}
+			eng, err := app.RecallEngine(cfg, st, emb, nil, ro)
+			if err != nil {
+				return err
+			}
 			defer eng.Close()
 			reqs := recallbench.Queries(w, queries, 99)
 			for i := range reqs {
@@ -196,7 +204,9 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 			defer bare.Close()
 			r := &recallbench.Runner{Store: st, Engine: eng, Emb: emb, Bare: bare}
 			if composite != nil {
-				r.Composite = recall.New(st, composite, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: alm, QueryEmbeddingCache: cache, OneStatement: oneStatement, MaxStatements: maxStatements})
+				if r.Composite, err = app.RecallEngine(cfg, st, composite, nil, ro); err != nil {
+					return err
+				}
 				defer r.Composite.Close()
 			}
 			if explain > 0 {

@@ -99,7 +99,7 @@ See eval/README.md.`,
 				}
 				_, err := eval.TuneMain(cmd.Context(), eval.Config{
 					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
-					DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+					Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
 				}, grid, cmd.OutOrStdout(), asJSON)
 				return err
@@ -107,7 +107,7 @@ See eval/README.md.`,
 			_, err = eval.Main(cmd.Context(), eval.Config{
 				Suites: suites, Mode: mode, K: k, Out: out, JSON: asJSON, LoCoMo: locomo, MinCheck: minCheck == "on",
 				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel, ReuseDB: reuseDB, RunID: runID,
-				DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+				Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
 				Embedder: em, Gov: &gov, Progress: os.Stderr, Retrievers: retr, Embedders: named,
 				Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),

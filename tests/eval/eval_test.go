@@ -40,6 +40,15 @@ func run(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config) *e
 	return rep
 }
 
+// serveConfig is the configuration serve would run with here: the eval's worker
+// and recall engine are built from it, as serve builds its own.
+func serveConfig(t *testing.T) config.Config {
+	t.Helper()
+	cfg, err := config.FromEnv()
+	require.NoError(t, err)
+	return cfg
+}
+
 // runWith runs the suites with an embedder (nil: n-grams) and returns the report
 // and the store the run wrote.
 func runWith(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config, em embedding.Embedder) (*eval.Report, *storage.Store) {
@@ -49,7 +58,7 @@ func runWith(t *testing.T, ss []*eval.Suite, mode string, gov *governance.Config
 	st := testenv.Store(t)
 	rep, err := eval.Run(ctx, ss, eval.Options{
 		Mode: mode, K: 10, Store: st, Temporal: testenv.Temporal(t), TaskQueue: testenv.TaskQueue(t),
-		Gov: gov, Parallel: 16, Embedder: em,
+		Gov: gov, Parallel: 16, Embedder: em, Serve: serveConfig(t),
 	})
 	require.NoError(t, err)
 	rep.Check()
