@@ -14,6 +14,7 @@ import (
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/turntext"
 )
 
 // convo writes turns of one user as evidence (the turn before each at weight C,
@@ -81,7 +82,7 @@ func (c *convo) firstByKeyword(tenant, user string, f recall.Fusion, query strin
 func (c *convo) sentences(tenant string, evd *storage.Evidence) {
 	c.t.Helper()
 	ctx := context.Background()
-	ss := storage.Sentences(evd.Content)
+	ss := turntext.Sentences(evd.Content)
 	if len(ss) < 2 {
 		c.t.Fatalf("%q: %d sentences", evd.Content, len(ss))
 	}

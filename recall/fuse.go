@@ -49,7 +49,7 @@ type Fusion struct {
 	// engine is made.
 	KeywordLengthNorm float64 `json:"keyword_length_norm"`
 	// Asked is how much a word counts in a turn's keyword score when it stands in
-	// one of the turn's questions (storage.SplitAsked) rather than in what it
+	// one of the turn's questions (turntext.SplitAsked) rather than in what it
 	// says: "So how did the 10k go?" asks about the 10k, the reply tells it. Part
 	// of the statement's text, as KeywordLengthNorm.
 	Asked float64 `json:"asked"`

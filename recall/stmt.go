@@ -198,7 +198,7 @@ func turnBM25SQL(df, n, tf, dl, avgdl string, b float64) string {
 // otherwise read every turn of the user's that matches through the GIN index and
 // join them). etf keeps each matched turn's own (tfo) and previous turn's (tfp)
 // counts apart, for the context and session retrievers; the turn's own count
-// takes the words of its questions (weight B, storage.SplitAsked) at the fusion's
+// takes the words of its questions (weight B, turntext.SplitAsked) at the fusion's
 // Asked. Turns of equal score are
 // taken the more recent first, then by id (as the baseline breaks its ties; ectx
 // and esess by id): BM25 ties are common (the same words, the same length), and

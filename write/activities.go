@@ -26,6 +26,7 @@ import (
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/turntext"
 )
 
 // Error types the write path raises; those retrying cannot fix are non-retryable.
@@ -191,7 +192,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	// The turn is found by its own words and its speaker's name (its questions' words
 	// at a fraction), and, at a fraction, by the turn before it in the conversation
 	// (a reply by the question it answers).
-	own, asked := storage.SplitAsked(prot.Redacted)
+	own, asked := turntext.SplitAsked(prot.Redacted)
 	if sp := SpeakerOf(e); llm.SpeakerSubject(sp) != "user" {
 		own = sp + ": " + own
 	}
@@ -211,7 +212,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 		// A long turn's sentences are embedded in the same call, each on its own
 		// (recall scores a turn by its best sentence).
 		texts := []string{embedText(prot.Redacted, row.Speaker, row.UserID)}
-		for _, sn := range storage.Sentences(prot.Redacted) {
+		for _, sn := range turntext.Sentences(prot.Redacted) {
 			texts = append(texts, embedText(sn, row.Speaker, row.UserID))
 		}
 		if vs, err := a.embedMany(ctx, texts); err != nil {
@@ -1208,7 +1209,7 @@ func (a *MemoryActivities) Index(ctx context.Context, in IndexInput) error {
 			// Vectors are built from the clear (redacted) text, never the sealed column.
 			texts = append(texts, embedText(r.Content, r.Speaker, r.UserID))
 			if t.table == "evidence" {
-				for _, sn := range storage.Sentences(r.Content) {
+				for _, sn := range turntext.Sentences(r.Content) {
 					texts = append(texts, embedText(sn, r.Speaker, r.UserID))
 				}
 			}
