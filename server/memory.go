@@ -305,6 +305,7 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, def
 		fillResult(res, w.Result)
 	}
 	if st == engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW {
+		fillResult(res, w.Result) // what was committed without a reviewer
 		if err := s.fillPending(ctx, ev.TenantID, wfID, []*engramv1.IngestResult{res}); err != nil {
 			return nil, err
 		}
@@ -327,6 +328,8 @@ func fillResult(res *engramv1.IngestResult, out write.MemoryWriteResult) {
 		res.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
 	case write.WriteNoMemory:
 		res.Status = engramv1.WriteStatus_WRITE_STATUS_NO_MEMORY
+	case write.WritePendingReview:
+		res.Status = engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW
 	}
 	for _, r := range out.Results {
 		res.Outcomes = append(res.Outcomes, &engramv1.CandidateOutcome{
@@ -463,17 +466,19 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 				fillResult(out.Results[i], r)
 			}
 		}
-	case engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW:
-		stored, err := s.Store.EventsByKey(ctx, p.TenantID, keys)
-		if err != nil {
-			return nil, fmt.Errorf("load batch events: %w", err)
-		}
-		for _, x := range stored {
-			r := out.Results[slices.Index(keys, x.IdempotencyKey)]
-			r.EventId = x.ID
-			if x.Status == memory.EventUnparsed {
-				r.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
+	case engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, engramv1.WriteStatus_WRITE_STATUS_RUNNING:
+		// Each event answers its own status: the batch's result so far while it
+		// waits for review, else (a batch that began waiting before it kept one, or
+		// a wait that ended first) what Postgres holds of each event.
+		if len(w.Result.Results) == len(out.Results) {
+			for i, r := range w.Result.Results {
+				fillResult(out.Results[i], r)
 			}
+		} else if err := s.storedStatuses(ctx, p.TenantID, keys, out.Results); err != nil {
+			return nil, err
+		}
+		if st == engramv1.WriteStatus_WRITE_STATUS_RUNNING {
+			break
 		}
 		if err := s.fillPending(ctx, p.TenantID, wfID, out.Results); err != nil {
 			return nil, err
@@ -484,6 +489,38 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		}
 	}
 	return out, nil
+}
+
+// storedStatuses sets the status of each event of a batch (results, in the order of
+// keys) that Postgres says is settled: COMMITTED, PENDING_REVIEW, UNPARSED or FAILED.
+// The others stay RUNNING.
+func (s *memoryServer) storedStatuses(ctx context.Context, tenant string, keys []string, results []*engramv1.IngestResult) error {
+	stored, err := s.Store.EventsByKey(ctx, tenant, keys)
+	if err != nil {
+		return fmt.Errorf("load batch events: %w", err)
+	}
+	for _, x := range stored {
+		i := slices.Index(keys, x.IdempotencyKey)
+		if i < 0 {
+			continue
+		}
+		r := results[i]
+		r.EventId = x.ID
+		switch x.Status {
+		case memory.EventCommitted:
+			r.Status = engramv1.WriteStatus_WRITE_STATUS_COMMITTED
+		case memory.EventPendingReview:
+			r.Status = engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW
+		case memory.EventUnparsed:
+			r.Status = engramv1.WriteStatus_WRITE_STATUS_UNPARSED
+		case memory.EventFailed:
+			r.Status = engramv1.WriteStatus_WRITE_STATUS_FAILED
+		}
+		if x.StatusReason != "" && r.Reason == "" {
+			r.Reason = x.StatusReason
+		}
+	}
+	return nil
 }
 
 // ---- reads ----

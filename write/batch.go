@@ -205,6 +205,13 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		return out, firstErr
 	}
 	if len(rv.pending) > 0 {
+		// Asked while reviews are awaited, the batch answers each event's own status.
+		var soFar MemoryWriteBatchResult
+		for _, w := range ws {
+			soFar.Results = append(soFar.Results, w.soFar())
+		}
+		soFar.count()
+		rv.soFar = soFar
 		if err := awaitReview(ctx, rv, opts.ReviewTimeout); err != nil {
 			return out, err
 		}
@@ -221,16 +228,23 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	}
 	for _, w := range ws {
 		out.Results = append(out.Results, w.res)
-		switch w.res.Status {
+	}
+	out.count()
+	return out, nil
+}
+
+// count sets the counts of the results' statuses.
+func (r *MemoryWriteBatchResult) count() {
+	for _, res := range r.Results {
+		switch res.Status {
 		case WriteCommitted:
-			out.Committed++
+			r.Committed++
 		case WriteUnparsed:
-			out.Unparsed++
+			r.Unparsed++
 		case WriteNoMemory:
-			out.NoMemory++
+			r.NoMemory++
 		}
 	}
-	return out, nil
 }
 
 // writeEvents writes the events of idx (one user's, in time order) into ws: as a

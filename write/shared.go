@@ -77,6 +77,9 @@ const (
 	WriteCommitted = string(memory.EventCommitted)
 	WriteUnparsed  = string(memory.EventUnparsed)
 	WriteNoMemory  = "NO_MEMORY"
+	// WritePendingReview is an event whose candidates wait for a reviewer; only
+	// the outcome update's answer while the write waits carries it (see soFar).
+	WritePendingReview = string(memory.EventPendingReview)
 )
 
 // MemoryWriteResult is what a MemoryWrite returns.

@@ -20,7 +20,9 @@ import (
 const UpdateOutcome = "outcome"
 
 // Outcome is what UpdateOutcome returns: the result when the workflow finished, or
-// PendingReview (and no result) while candidates wait for a human.
+// PendingReview while candidates wait for a human, with the result so far: each
+// event's own status (WritePendingReview for those waiting) and what was committed.
+// A write that began waiting before the result so far was kept answers none.
 type Outcome[R any] struct {
 	PendingReview bool `json:"pending_review,omitempty"`
 	Result        R    `json:"result"`
@@ -260,7 +262,10 @@ func answering[I, R any](ctx workflow.Context, in I, body func(workflow.Context,
 			return Outcome[R]{}, err
 		}
 		if !o.done {
-			return Outcome[R]{PendingReview: true}, nil
+			// What the write did so far (each event of a batch its own status), when
+			// the body said (reviewState.soFar).
+			partial, _ := o.rv.soFar.(R)
+			return Outcome[R]{PendingReview: true, Result: partial}, nil
 		}
 		return Outcome[R]{Result: o.result}, o.err
 	}, workflow.UpdateHandlerOptions{Description: "returns when the write finished or its candidates await review"}); err != nil {

@@ -260,6 +260,7 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (re
 		if st.rev >= 1 {
 			upsertSubject(ctx, ev) // reviewers filter a tenant's pending writes
 		}
+		rv.soFar = w.soFar()
 		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
@@ -301,6 +302,17 @@ type written struct {
 	rec     RecordResult
 	res     MemoryWriteResult
 	pending []pendingItem
+}
+
+// soFar is the event's result while its candidates wait for review: PENDING_REVIEW
+// with what was committed without a reviewer, else its result.
+func (w *written) soFar() MemoryWriteResult {
+	res := w.res
+	res.Results = slices.Clone(res.Results)
+	if len(w.pending) > 0 {
+		res.Status = WritePendingReview
+	}
+	return res
 }
 
 // pendingItem is a candidate awaiting review, with the event it came from.
@@ -527,6 +539,9 @@ type reviewState struct {
 	// waiting is true while the workflow waits for reviews (what UpdateOutcome
 	// answers PendingReview for).
 	waiting bool
+	// soFar is the workflow's result so far (a MemoryWriteResult or a
+	// MemoryWriteBatchResult), which UpdateOutcome answers with while it waits.
+	soFar any
 }
 
 // add makes candidates reviewable as soon as governance has decided them, before

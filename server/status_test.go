@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/engramhq/engram/client"
+	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+)
+
+// reviewBatch is the 24-event batch: 20 stated budgets (committed at once)
+// and 4 inferred seat preferences (the travel schema sends inferred preferences to
+// a reviewer), each review event a user of its own.
+func reviewBatch(tag string) (evs []*engramv1.Event, review map[int]bool) {
+	review = map[int]bool{}
+	for i := range 24 {
+		at := timestamppb.New(base.Add(time.Duration(i) * time.Minute))
+		if i%6 == 5 {
+			review[i] = true
+			evs = append(evs, &engramv1.Event{UserId: fmt.Sprintf("%s-r%d", tag, i), Content: "我上次坐了靠窗的位置，挺好", Schema: "travel", OccurredAt: at})
+			continue
+		}
+		evs = append(evs, &engramv1.Event{UserId: fmt.Sprintf("%s-u%d", tag, i%5), Content: fmt.Sprintf("预算不超过%d元", 5000+100*i), Schema: "travel", OccurredAt: at})
+	}
+	return evs, review
+}
+
+// A batch whose reviews are awaited answers each event's own status: the 20
+// committed events COMMITTED with their outcomes, the 4 waiting PENDING_REVIEW
+// with their candidates; once reviewed the batch finishes and all 24 are COMMITTED.
+func TestBatchStatusesWhileReviewing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	agent := e.client("anyA")
+	reviewer := e.client("reviewerA")
+	evs, review := reviewBatch("bs")
+	res, err := agent.IngestBatch(ctx, evs, client.WaitFor(2*time.Minute))
+	require.NoError(t, err)
+	require.Len(t, res.Results, 24)
+	counts := map[engramv1.WriteStatus]int{}
+	var pending []string
+	for i, r := range res.Results {
+		counts[r.Status]++
+		if review[i] {
+			assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, r.Status, "event %d", i)
+			require.Len(t, r.Pending, 1, "event %d", i)
+			pending = append(pending, r.Pending[0].CandidateId)
+			continue
+		}
+		assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, r.Status, "event %d: %s", i, r.Reason)
+		require.NotEmpty(t, r.Outcomes, "event %d: a committed event says what it committed", i)
+		assert.NotEmpty(t, r.Outcomes[0].FactId, "event %d", i)
+		assert.Empty(t, r.Pending, "event %d", i)
+	}
+	assert.Equal(t, map[engramv1.WriteStatus]int{engramv1.WriteStatus_WRITE_STATUS_COMMITTED: 20, engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW: 4}, counts)
+
+	// Asked again while it waits (a retried call joins the batch), the answer is the same.
+	again, err := agent.IngestBatch(ctx, evs, client.WaitFor(time.Minute))
+	require.NoError(t, err)
+	for i, r := range again.Results {
+		assert.Equal(t, res.Results[i].Status, r.Status, "event %d", i)
+	}
+
+	for _, id := range pending {
+		_, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: id, Decision: engramv1.Decision_DECISION_CONFIRM, Wait: true})
+		require.NoError(t, err)
+	}
+	done, err := agent.IngestBatch(ctx, evs, client.WaitFor(time.Minute))
+	require.NoError(t, err)
+	for i, r := range done.Results {
+		assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, r.Status, "event %d after review", i)
+	}
+}
