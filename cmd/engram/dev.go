@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -40,8 +39,11 @@ func devCmd() *cobra.Command {
      <state dir>/dev-key and reused while it is valid
   4. the API (Connect, gRPC, gRPC-Web) and the Temporal worker in this process
 
-and prints the API address, the Temporal Web UI, the key and examples to copy.
-Ctrl-C stops what it started; the stack keeps running (scripts/stack down stops it).`,
+and prints the API address, the Temporal Web UI, the key, the lines to paste into
+another shell, MCP client configs (stdio and HTTP) and examples to copy. When --addr is
+already served (another engram dev?) it stops before starting anything, says what serves
+it and exits 5. Ctrl-C stops what it started; the stack keeps running (scripts/stack down
+stops it).`,
 		Args: positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -49,7 +51,22 @@ Ctrl-C stops what it started; the stack keeps running (scripts/stack down stops 
 			say := func(format string, args ...any) { fmt.Fprintf(errw, "[dev] "+format+"\n", args...) }
 
 			root := findCheckout()
-			if !noStack && root != "" {
+			if stateDir == "" {
+				stateDir = os.Getenv("ENGRAM_STATE_DIR")
+			}
+			if stateDir == "" {
+				base := root
+				if base == "" {
+					base, _ = os.Getwd()
+				}
+				stateDir = filepath.Join(base, ".engram")
+			}
+			// A second dev on the same address says so before it starts anything.
+			if err := portConflict(addr, stateDir); err != nil {
+				return err
+			}
+			stacked := !noStack && root != ""
+			if stacked {
 				say("bringing up the stack (%s up)", filepath.Join(root, "scripts/stack"))
 				if err := runStack(ctx, root, errw, nil, "up"); err != nil {
 					return fmt.Errorf("scripts/stack up: %w", err)
@@ -91,16 +108,6 @@ Ctrl-C stops what it started; the stack keeps running (scripts/stack down stops 
 			}
 			say("database migrated (%d migration(s) applied now)", len(applied))
 
-			if stateDir == "" {
-				stateDir = os.Getenv("ENGRAM_STATE_DIR")
-			}
-			if stateDir == "" {
-				base := root
-				if base == "" {
-					base, _ = os.Getwd()
-				}
-				stateDir = filepath.Join(base, ".engram")
-			}
 			key, reused, err := devKey(ctx, st, stateDir, tenant)
 			if err != nil {
 				return err
@@ -119,6 +126,7 @@ Ctrl-C stops what it started; the stack keeps running (scripts/stack down stops 
 			srv.SetArgs([]string{"--addr", addr})
 			srv.SetOut(&lineWatch{prefix: "listening on ", found: listen})
 			srv.SetErr(errw)
+			srv.SilenceErrors, srv.SilenceUsage = true, true // main prints the error, once
 			done := make(chan error, 1)
 			go func() { done <- srv.ExecuteContext(ctx) }()
 			var apiURL string
@@ -128,9 +136,24 @@ Ctrl-C stops what it started; the stack keeps running (scripts/stack down stops 
 				if err == nil {
 					err = errors.New("stopped before listening")
 				}
+				if errors.Is(err, syscall.EADDRINUSE) { // taken while dev was starting
+					if cerr := portConflict(addr, stateDir); cerr != nil {
+						return cerr
+					}
+				}
 				return fmt.Errorf("engram serve: %w", err)
 			}
-			printDevBanner(cmd.OutOrStdout(), apiURL, os.Getenv("ENGRAM_TEMPORAL_UI_URL"), cfg.TemporalNamespace, key, keyFile, tenant, os.Getenv("ENGRAM_ACTION_URL"), cliName())
+			defer writeDevPID(stateDir, apiURL)()
+			banner := devBanner{
+				APIURL: apiURL, UIURL: os.Getenv("ENGRAM_TEMPORAL_UI_URL"), Namespace: cfg.TemporalNamespace,
+				Key: key, KeyFile: keyFile, Tenant: tenant, ActionURL: os.Getenv("ENGRAM_ACTION_URL"),
+				CLI: cliName(), Env: engineEnv(os.Environ()),
+			}
+			banner.Exe = executable(banner.CLI)
+			if stacked {
+				banner.Stack = displayPath(filepath.Join(root, "scripts", "stack"))
+			}
+			banner.print(cmd.OutOrStdout())
 			err = <-done
 			say("stopped engram (the stack keeps running; scripts/stack down stops it)")
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -301,50 +324,18 @@ func cliName() string {
 		return "engram"
 	}
 	if filepath.IsAbs(a) {
-		if wd, err := os.Getwd(); err == nil {
-			if rel, err := filepath.Rel(wd, a); err == nil && !strings.HasPrefix(rel, "..") {
-				return "./" + rel
-			}
-		}
+		return displayPath(a)
 	}
 	return a
 }
 
-func printDevBanner(out io.Writer, apiURL, uiURL, namespace, key, keyFile, tenant, actionURL, engram string) {
-	ui, pending := "(not set: ENGRAM_TEMPORAL_UI_URL)", ""
-	if uiURL != "" {
-		ui = uiURL
-		q := url.Values{"query": {`EngramReview="PENDING"`}}
-		pending = fmt.Sprintf("%s/namespaces/%s/workflows?%s", strings.TrimRight(uiURL, "/"), namespace, q.Encode())
+// displayPath is p relative to the working directory when it is under it ("./bin/engram"),
+// else p.
+func displayPath(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
 	}
-	fmt.Fprintf(out, `
-Engram is running (%s)
-
-  API              %s   (Connect, gRPC, gRPC-Web; worker in this process)
-  Temporal Web UI  %s
-`, time.Now().Format("15:04:05"), apiURL, ui)
-	if pending != "" {
-		fmt.Fprintf(out, "  pending reviews  %s\n", pending)
-	}
-	fmt.Fprintf(out, `  API key          %s
-                   (tenant %s; admin, agent, reviewer; kept in %s)
-  action endpoint  %s   (go run ./examples/travelagent serves it)
-
-Try it from another shell:
-
-  export ENGRAM_ADDR=%s ENGRAM_API_KEY=%s
-
-  # 1. ingest: remember the user's budget
-  %s ingest --user u1 --schema travel --text "预算不超过8000元" --wait
-
-  # 2. recall: what should the agent remember now?
-  %s recall --user u1 --schema travel --query "预算是多少"
-
-  # 3. review: an inferred preference waits for a reviewer (here, or in the Web UI)
-  %s ingest --user u1 --schema travel --text "我上次坐了靠窗的位置，挺好" --wait
-  %s review list
-  %s review confirm CANDIDATE_ID
-
-Ctrl-C stops engram; the stack keeps running (scripts/stack down stops it).
-`, key, tenant, keyFile, actionURL, apiURL, key, engram, engram, engram, engram, engram)
+	return p
 }

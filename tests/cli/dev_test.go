@@ -3,6 +3,11 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -10,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -112,6 +118,10 @@ func TestDev(t *testing.T) {
 	out = cli("recall", "--user", "u1", "--schema", "travel", "--query", "预算是多少").ok(t, "recall through dev")
 	assert.Contains(t, out, "8000 CNY")
 	cli("review", "list").ok(t, "review list through dev")
+
+	// The banner's env line and MCP configs are what this dev runs with, and they work.
+	checkBannerEnvLine(t, d.stdout, env)
+	checkBannerMCP(t, d, bin, env)
 	d.stop(t)
 	assert.Contains(t, d.stderr.String(), "stopped engram (the stack keeps running")
 
@@ -128,9 +138,153 @@ func TestDev(t *testing.T) {
 	assert.Contains(t, r.stderr, "set ENGRAM_DATABASE_URL and TEMPORAL_ADDRESS")
 }
 
+// TestSecondDevOnTheSameAddress: while one `engram dev` serves, a second on its address
+// stops before it starts anything and says once who serves there, how to use it, how to
+// stop it and which flag picks another port, exiting 5 (conflict). The same for an
+// `engram serve` there (no pid to name), and for a program that is not an engram.
+func TestSecondDevOnTheSameAddress(t *testing.T) {
+	bin := build(t, "./cmd/engram")
+	env := freshEnv(t)
+	state := t.TempDir()
+	d := startDev(t, bin, env, state)
+	addr := strings.TrimPrefix(d.api, "http://")
+
+	second := run(t, bin, env, "", "dev", "--no-stack", "--addr", addr, "--state-dir", state)
+	t.Logf("second dev (exit %d):\n%s", second.code, second.stderr)
+	assert.Equal(t, 5, second.code, "a conflict exits 5")
+	assert.Empty(t, second.stdout)
+	msg := second.stderr
+	assert.Equal(t, 1, strings.Count(msg, "is in use"), "said once")
+	assert.NotContains(t, msg, "bind: address already in use")
+	assert.Contains(t, msg, fmt.Sprintf("engram: %s is in use: engram dev (pid %d) already serves %s", addr, d.proc.Process.Pid, d.api))
+	assert.Contains(t, msg, "export ENGRAM_ADDR="+d.api+" ENGRAM_API_KEY=$(cat '"+state+"/dev-key')")
+	assert.Contains(t, msg, fmt.Sprintf("kill %d", d.proc.Process.Pid))
+	assert.Regexp(t, `--addr 127\.0\.0\.1:\d+ \(scripts/dev --addr 127\.0\.0\.1:\d+, or ENGRAM_ADDR=127\.0\.0\.1:\d+ make dev\)`, msg)
+	assert.NotContains(t, msg, "migrated", "nothing was started")
+	d.stop(t)
+	_, err := os.Stat(state + "/dev.pid")
+	assert.True(t, os.IsNotExist(err), "dev removes its pid note when it stops")
+
+	// An `engram serve` on the address: an engram, without a pid to name.
+	s := startServe(t)
+	r := run(t, bin, env, "", "dev", "--no-stack", "--addr", strings.TrimPrefix(s.url, "http://"), "--state-dir", t.TempDir())
+	assert.Equal(t, 5, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "already serves "+s.url)
+	assert.Contains(t, r.stderr, "stop it:  Ctrl-C in its terminal\n")
+
+	// Not an engram.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	r = run(t, bin, env, "", "dev", "--no-stack", "--addr", ln.Addr().String(), "--state-dir", t.TempDir())
+	assert.Equal(t, 5, r.code, r.stderr)
+	assert.Contains(t, r.stderr, ln.Addr().String()+" is in use by another program (not an engram)")
+	assert.Equal(t, 1, strings.Count(r.stderr, "engram: "), "one message: %s", r.stderr)
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
+}
+
+// checkBannerEnvLine runs the banner's env line (dev ran --no-stack: the values
+// themselves) in a shell: it sets the database, Temporal and task queue dev runs with.
+func checkBannerEnvLine(t *testing.T, banner string, env []string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  (export .*TEMPORAL_ADDRESS=.*)$`).FindStringSubmatch(banner)
+	require.NotNil(t, m, "an env line for another shell in the banner:\n%s", banner)
+	out, err := exec.Command("sh", "-c", m[1]+`; printf '%s\n%s\n%s\n' "$ENGRAM_DATABASE_URL" "$TEMPORAL_ADDRESS" "$ENGRAM_TASK_QUEUE"`).Output()
+	require.NoError(t, err, "sh -c %q", m[1])
+	assert.Equal(t, envValue(env, "ENGRAM_DATABASE_URL")+"\n"+envValue(env, "TEMPORAL_ADDRESS")+"\n"+envValue(env, "ENGRAM_TASK_QUEUE")+"\n", string(out))
+}
+
+// mcpServer is one entry of an MCP client's "mcpServers".
+type mcpServer struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+}
+
+// checkBannerMCP reads the banner's two MCP client configs (stdio, then HTTP): each is
+// valid JSON naming this binary, dev's database, Temporal, task queue and key, or dev's
+// /mcp. A client then connects with each, as pasted, and lists u1's budget.
+func checkBannerMCP(t *testing.T, d *devRun, bin string, env []string) {
+	t.Helper()
+	var configs []mcpServer
+	for _, line := range strings.Split(d.stdout, "\n") {
+		if strings.HasPrefix(line, `  {"mcpServers"`) {
+			var c struct{ MCPServers map[string]mcpServer }
+			require.NoError(t, json.Unmarshal([]byte(line), &c), "MCP config is JSON: %s", line)
+			configs = append(configs, c.MCPServers["engram"])
+		}
+	}
+	require.Len(t, configs, 2, "stdio and HTTP MCP configs in the banner:\n%s", d.stdout)
+	stdio, web := configs[0], configs[1]
+
+	assert.Equal(t, bin, stdio.Command)
+	assert.Equal(t, []string{"mcp"}, stdio.Args)
+	assert.Equal(t, d.key, stdio.Env["ENGRAM_API_KEY"])
+	for _, name := range []string{"ENGRAM_DATABASE_URL", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "ENGRAM_TASK_QUEUE"} {
+		assert.Equal(t, envValue(env, name), stdio.Env[name], name)
+	}
+	assert.Equal(t, "http", web.Type)
+	assert.Equal(t, d.api+"/mcp", web.URL)
+	assert.Equal(t, "Bearer "+d.key, web.Headers["Authorization"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// stdio, as an MCP client starts it: the config's command, args and env only.
+	proc := exec.Command(stdio.Command, stdio.Args...)
+	proc.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range stdio.Env {
+		proc.Env = append(proc.Env, k+"="+v)
+	}
+	var mcpLog bytes.Buffer
+	proc.Stderr = &lockedBuffer{b: &mcpLog}
+	listBudget(ctx, t, "stdio", &sdk.CommandTransport{Command: proc}, &mcpLog)
+	// HTTP, with the config's headers.
+	listBudget(ctx, t, "HTTP", &sdk.StreamableClientTransport{Endpoint: web.URL, HTTPClient: &http.Client{Transport: headers(web.Headers)}}, nil)
+}
+
+// listBudget connects an MCP client and finds u1's budget of 8000 CNY with list_facts.
+func listBudget(ctx context.Context, t *testing.T, what string, tr sdk.Transport, log *bytes.Buffer) {
+	t.Helper()
+	s, err := sdk.NewClient(&sdk.Implementation{Name: "banner-test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil && log != nil {
+		t.Logf("engram mcp log:\n%s", log.String())
+	}
+	require.NoError(t, err, "MCP over %s with the banner's config", what)
+	defer s.Close()
+	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "list_facts", Arguments: map[string]any{"user_id": "u1", "predicate": "budget"}})
+	require.NoError(t, err, what)
+	out, _ := json.Marshal(res)
+	assert.False(t, res.IsError, "%s list_facts: %s", what, out)
+	assert.Contains(t, string(out), "8000", "%s list_facts finds the budget ingested through dev", what)
+}
+
+// headers is an http.RoundTripper that sets the given headers.
+type headers map[string]string
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// envValue is the value of name in env (the last one set), or "".
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
