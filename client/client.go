@@ -1,6 +1,7 @@
 // Package client is the Go client of Engram's API: a typed wrapper over the
 // generated Connect clients that sends the API key, generates idempotency keys for
-// Ingest, and retries calls that are safe to retry when the server is UNAVAILABLE.
+// Ingest, retries calls that are safe to retry when the server is UNAVAILABLE, and
+// any call the rate limiter refused after its Retry-After.
 // It imports only the generated code.
 //
 //	c := client.New("http://127.0.0.1:8080", os.Getenv("ENGRAM_API_KEY"))
@@ -139,17 +140,36 @@ func bearer(key string) connect.UnaryInterceptorFunc {
 	}
 }
 
-// call runs f, retrying with backoff while the server answers UNAVAILABLE. Only
-// calls that are safe to repeat go through it: reads, and Ingest, which is
-// idempotent by its key.
+// call runs f, retrying with backoff while the server answers UNAVAILABLE, and
+// after the server's Retry-After while it answers a rate limit. Only calls that
+// are safe to repeat go through it: reads, and Ingest, which is idempotent by its
+// key.
 func call[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T, error)) (*T, error) {
+	return retrying(ctx, p, true, f)
+}
+
+// once runs f, retrying only a rate limit: the server refuses those before it
+// does anything, so a call that must not be repeated is not.
+func once[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T, error)) (*T, error) {
+	return retrying(ctx, p, false, f)
+}
+
+// retrying retries what can succeed later and nothing else: UNAVAILABLE (when
+// safe) and RESOURCE_EXHAUSTED with Retry-After, which only the rate limiter
+// sends. Bad input (an oversize request included) is never retried.
+func retrying[T any](ctx context.Context, p retryPolicy, safe bool, f func(context.Context) (*T, error)) (*T, error) {
 	wait := p.initial
 	for attempt := 1; ; attempt++ {
 		out, err := f(ctx)
-		if err == nil || attempt >= p.attempts || connect.CodeOf(err) != connect.CodeUnavailable {
+		if err == nil || attempt >= p.attempts {
 			return out, err
 		}
 		d := wait/2 + time.Duration(rand.Int64N(int64(wait)+1))/2
+		if after, limited := RetryAfter(err); limited {
+			d = max(d, after)
+		} else if !safe || connect.CodeOf(err) != connect.CodeUnavailable {
+			return out, err
+		}
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(err, ctx.Err())
@@ -158,8 +178,6 @@ func call[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T
 		wait = min(wait*2, p.max)
 	}
 }
-
-func once[T any](ctx context.Context, f func(context.Context) (*T, error)) (*T, error) { return f(ctx) }
 
 // IngestOption tunes Ingest and IngestBatch.
 type IngestOption func(*engramv1.IngestRequest)
@@ -291,7 +309,7 @@ func (c *Client) ListPending(ctx context.Context, user string, limit int) ([]*en
 // Decide sends a review decision. It is not retried: a repeated decision on the
 // same candidate is refused as already reviewed.
 func (c *Client) Decide(ctx context.Context, req *engramv1.DecideRequest) (*engramv1.DecideResponse, error) {
-	return msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.DecideResponse], error) {
+	return msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.DecideResponse], error) {
 		return c.Review.Decide(ctx, connect.NewRequest(req))
 	}))
 }
@@ -299,7 +317,7 @@ func (c *Client) Decide(ctx context.Context, req *engramv1.DecideRequest) (*engr
 // StartTask creates a task. Not retried (a retry of a start that went through
 // answers ALREADY_EXISTS).
 func (c *Client) StartTask(ctx context.Context, req *engramv1.StartTaskRequest) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.StartTaskResponse], error) {
+	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.StartTaskResponse], error) {
 		return c.Task.StartTask(ctx, connect.NewRequest(req))
 	}))
 	if err != nil {
@@ -311,7 +329,7 @@ func (c *Client) StartTask(ctx context.Context, req *engramv1.StartTaskRequest) 
 // UpdateTask applies one operation (plan, request_confirmation, confirm, complete,
 // cancel). Not retried.
 func (c *Client) UpdateTask(ctx context.Context, req *engramv1.UpdateTaskRequest) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.UpdateTaskResponse], error) {
+	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.UpdateTaskResponse], error) {
 		return c.Task.UpdateTask(ctx, connect.NewRequest(req))
 	}))
 	if err != nil {
@@ -324,7 +342,7 @@ func (c *Client) UpdateTask(ctx context.Context, req *engramv1.UpdateTaskRequest
 // lost answer is read back with GetTask (the step itself is idempotent at the
 // action endpoint by its key).
 func (c *Client) RunStep(ctx context.Context, taskID, step string) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.RunStepResponse], error) {
+	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.RunStepResponse], error) {
 		return c.Task.RunStep(ctx, connect.NewRequest(&engramv1.RunStepRequest{TaskId: taskID, Step: step}))
 	}))
 	if err != nil {
@@ -353,7 +371,7 @@ func (c *Client) GetSchema(ctx context.Context, name string, version int) (*engr
 
 // PutSchema stores a new version of a schema (admin keys). Not retried.
 func (c *Client) PutSchema(ctx context.Context, req *engramv1.PutSchemaRequest) (*engramv1.SchemaInfo, error) {
-	res, err := msg(once(ctx, func(ctx context.Context) (*connect.Response[engramv1.PutSchemaResponse], error) {
+	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.PutSchemaResponse], error) {
 		return c.Schema.PutSchema(ctx, connect.NewRequest(req))
 	}))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
@@ -43,7 +44,8 @@ func TestRateLimits(t *testing.T) {
 		_, err := c.Memory.ListFacts(ctx, connect.NewRequest(&engramv1.ListFactsRequest{UserId: "u1"}))
 		return err
 	}
-	busy := client.New(srv.URL, key("busy"), client.WithRetry(1, 0))
+	busyKey := key("busy")
+	busy := client.New(srv.URL, busyKey, client.WithRetry(1, 0))
 	served, limited := 0, 0
 	var last error
 	for range 40 {
@@ -63,6 +65,11 @@ func TestRateLimits(t *testing.T) {
 	require.ErrorAs(t, last, &ce)
 	assert.NotEmpty(t, ce.Meta().Get("Retry-After"))
 	require.NoError(t, list(client.New(srv.URL, key("calm"), client.WithRetry(1, 0))), "another key has its own rate")
+	// The Go client waits out the Retry-After of a rate limit, then is served.
+	start := time.Now()
+	_, err = client.New(srv.URL, busyKey, client.WithRetry(3, 0)).ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u1"})
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "after the Retry-After second")
 
 	bad := client.New(srv.URL, "egk_not-a-key", client.WithRetry(1, 0))
 	codes := map[connect.Code]int{}

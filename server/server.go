@@ -56,7 +56,8 @@ type Deps struct {
 	// starts them inside the Ingest call.
 	Starter *write.Starter
 	Logger  *slog.Logger
-	// ReadMaxBytes bounds one request message (default DefaultReadMaxBytes).
+	// ReadMaxBytes bounds one request message, as sent and decompressed (default
+	// DefaultReadMaxBytes); a larger one is INVALID_ARGUMENT.
 	ReadMaxBytes int
 }
 
@@ -82,17 +83,21 @@ func New(d Deps) (http.Handler, error) {
 	}
 	opts := append([]connect.HandlerOption{
 		connect.WithInterceptors(NewAuthInterceptor(d.Store, Limits{PerKey: d.Config.RateLimitPerKey, AuthFailuresPerIP: d.Config.AuthFailuresPerIP}), NewValidateInterceptor()),
-		connect.WithReadMaxBytes(d.ReadMaxBytes),
 		// A reply shorter than this goes uncompressed even to a client that accepts
 		// gzip: compressing an Ingest answer of a few hundred bytes cost the server
 		// more CPU (a deflate block, its Huffman tables) than the bytes it saved.
 		connect.WithCompressMinBytes(CompressMinBytes),
 	}, JSONCodecs()...)
+	// One request message is bounded by ReadMaxBytes; over it is INVALID_ARGUMENT
+	// (see requestLimit), so Connect's own bound is not set.
+	limit := requestLimit{max: int64(d.ReadMaxBytes)}
+	opts = append(opts, limit.options()...)
 	mux := http.NewServeMux()
-	mux.Handle(engramv1connect.NewMemoryServiceHandler(hs.Memory, opts...))
-	mux.Handle(engramv1connect.NewReviewServiceHandler(hs.Review, opts...))
-	mux.Handle(engramv1connect.NewTaskServiceHandler(hs.Task, opts...))
-	mux.Handle(engramv1connect.NewSchemaServiceHandler(hs.Schema, opts...))
+	mount := func(path string, h http.Handler) { mux.Handle(path, limit.handler(h)) }
+	mount(engramv1connect.NewMemoryServiceHandler(hs.Memory, opts...))
+	mount(engramv1connect.NewReviewServiceHandler(hs.Review, opts...))
+	mount(engramv1connect.NewTaskServiceHandler(hs.Task, opts...))
+	mount(engramv1connect.NewSchemaServiceHandler(hs.Schema, opts...))
 	mux.Handle(grpchealth.NewHandler(&healthChecker{d: d}))
 	reflector := grpcreflect.NewStaticReflector(Services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

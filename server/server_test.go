@@ -522,7 +522,7 @@ func TestBadInput(t *testing.T) {
 			_, err := c.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u\x00"}))
 			return err
 		}, connect.CodeInvalidArgument, "user_id"},
-		{"Ingest over 1 MiB", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = strings.Repeat("a", 1<<20+10) })}), connect.CodeResourceExhausted, ""},
+		{"Ingest over 1 MiB", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = strings.Repeat("a", 1<<20+10) })}), connect.CodeInvalidArgument, "body"},
 		{"Recall k", "agentA", func(c *client.Client) error {
 			_, err := c.Recall(ctx, &engramv1.RecallRequest{Query: "x", K: 101})
 			return err

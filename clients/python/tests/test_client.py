@@ -46,7 +46,8 @@ class Proxy:
     """An HTTP proxy in front of the server that plays a script per RPC method:
     "lose" forwards the call and answers 503 instead of the server's answer,
     "unavailable" answers 503 without forwarding, "slow_down" answers 429 with
-    Retry-After: 1, "stall" waits 3 s before forwarding. Unscripted calls pass."""
+    Retry-After: 1, "exhausted" answers 429 without Retry-After, "stall" waits 3 s
+    before forwarding. Unscripted calls pass."""
 
     def __init__(self, upstream: str) -> None:
         self.script: Dict[str, List[str]] = {}
@@ -69,6 +70,8 @@ class Proxy:
                     return self.answer(503, {"code": "unavailable", "message": "proxy: try again"})
                 if act == "slow_down":
                     return self.answer(429, {"code": "resource_exhausted", "message": "proxy: slow down"}, {"Retry-After": "1"})
+                if act == "exhausted":
+                    return self.answer(429, {"code": "resource_exhausted", "message": "proxy: a limit no wait lifts"})
                 if act == "stall":
                     time.sleep(3)
                 conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=60)
@@ -253,6 +256,28 @@ class MemoryTest(unittest.TestCase):
         with self.assertRaises(engram.Unavailable):
             c.get_fact(self.budget.fact_ids[0])
         self.assertEqual(len(proxy.seen["GetFact"]), 5, "five attempts, then the error")
+
+    def test_what_cannot_succeed_later_is_not_retried(self) -> None:
+        proxy = Proxy(URL)
+        self.addCleanup(proxy.close)
+        c = engram.Client(proxy.url, AGENT, backoff=0.05)
+        # Over the server's 1 MiB request limit (issue 50: answered 429 and retried
+        # five times): the real server's 413 invalid_argument, sent once.
+        t0 = time.monotonic()
+        with self.assertRaises(engram.InvalidArgument) as cm:
+            c.ingest(Event(content="预" * 400_000, schema="travel"))
+        self.assertLess(time.monotonic() - t0, 1.0, "no backoff")
+        self.assertEqual(cm.exception.http_status, 413)
+        self.assertEqual(cm.exception.field, "body")
+        self.assertIn("1048576 bytes (1 MiB)", str(cm.exception))
+        self.assertIn("64 KiB", str(cm.exception))
+        self.assertEqual(len(proxy.seen["Ingest"]), 1, "an oversize request is sent once")
+
+        # RESOURCE_EXHAUSTED without Retry-After is not the rate limiter: not retried.
+        proxy.script["Recall"] = ["exhausted"]
+        with self.assertRaises(engram.ResourceExhausted):
+            c.recall("预算", schema="travel")
+        self.assertEqual(len(proxy.seen["Recall"]), 1)
 
     def test_timeout_per_call(self) -> None:
         proxy = Proxy(URL)

@@ -54,11 +54,12 @@ class Client:
     ``timeout`` is the default per-call timeout in seconds (every method also takes
     ``timeout=``), covering all attempts of a call. Calls that are safe to repeat
     (reads, Ingest with its idempotency key, InvalidateFact, Forget) are retried
-    up to ``attempts`` times while the server answers UNAVAILABLE or
-    RESOURCE_EXHAUSTED, with backoff from ``backoff`` seconds doubling to
-    ``max_backoff``, or after the server's Retry-After when it sends one. The others
-    (Decide, tasks) are retried only on RESOURCE_EXHAUSTED, which the server
-    answers before it does anything.
+    up to ``attempts`` times while the server answers UNAVAILABLE, with backoff
+    from ``backoff`` seconds doubling to ``max_backoff``; every call is retried
+    after the server's Retry-After while its rate limiter refuses it
+    (RESOURCE_EXHAUSTED with Retry-After, answered before the server does
+    anything). Nothing else is retried: bad input, an oversize request included,
+    fails at once.
     """
 
     def __init__(
@@ -140,7 +141,8 @@ class Client:
             try:
                 return self._post(f"/{service}/{method}", body, remaining)
             except errors.EngramError as e:
-                retryable = isinstance(e, errors.ResourceExhausted) or (safe and isinstance(e, errors.Unavailable))
+                rate_limited = isinstance(e, errors.ResourceExhausted) and e.retry_after is not None
+                retryable = rate_limited or (safe and isinstance(e, errors.Unavailable))
                 if not retryable or attempt >= self._attempts:
                     raise
                 pause = e.retry_after if e.retry_after is not None else wait / 2 + random.uniform(0, wait / 2)

@@ -90,7 +90,8 @@ class PermissionDenied(EngramError):
 
 
 class ResourceExhausted(EngramError):
-    """Over a rate limit; retried after Retry-After."""
+    """Over a rate limit (retried after its Retry-After), or a limit that waiting
+    does not lift (no Retry-After; not retried)."""
 
     code = "resource_exhausted"
 
