@@ -13,13 +13,13 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/server"
 )
 
 // ingestFields maps Event fields to the ingest flags that set them.
@@ -181,7 +181,8 @@ func readEvents(path string, def *engramv1.Event) ([]*engramv1.Event, error) {
 		}
 		where := fmt.Sprintf("%s:%d", path, line)
 		ev := &engramv1.Event{}
-		if err := protojson.Unmarshal(raw, ev); err != nil {
+		// As strict as the API: an unknown key names the closest field.
+		if err := server.UnmarshalJSON(raw, ev); err != nil {
 			return nil, badFlag("file", "%s: not an engram.v1.Event: %v", where, err)
 		}
 		fill := func(dst *string, v string) {
