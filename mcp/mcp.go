@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -43,6 +44,8 @@ type engine struct {
 	keys    server.KeyResolver
 	log     *slog.Logger
 	observe func(string, error, time.Duration)
+	// args is each tool's input type, for strictArgs.
+	args map[string]reflect.Type
 	// stdioKey is the key of a stdio session; empty on HTTP, where each request
 	// brings its own.
 	stdioKey string
@@ -85,6 +88,7 @@ func (e *engine) server() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "engram", Title: "Engram memory", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: e.log})
 	e.addTools(s)
+	s.AddReceivingMiddleware(e.strictArgs)
 	return s
 }
 

@@ -204,13 +204,22 @@ func TestMCPOverHTTP(t *testing.T) {
 		{"recall", map[string]any{"query": "x", "as_of": "yesterday"}, "as_of"},
 		{"get_fact", map[string]any{"fact_id": "nope"}, "fact_id"},
 		{"remember", map[string]any{"content": "x", "schema": "nope"}, "schema"},
-		{"remember", map[string]any{"content": "x", "colour": "red"}, "colour"},
+		{"remember", map[string]any{"content": "x", "colour": "red"}, "colour: unknown field; this tool takes content, user_id, schema"},
 		{"list_facts", map[string]any{"statuses": []string{"alive"}}, "statuses[0]"},
+		// Unknown keys (issue 50): named, with the closest key the tool takes.
+		{"remember", map[string]any{"content": "这次旅行预算调整到10000元", "taskID": "trip-9", "occured_at": "2024-01-01T00:00:00Z"},
+			"invalid_argument: occured_at: unknown field; did you mean `occurred_at`? (field: occured_at); taskID: unknown field; did you mean `task_id`? (field: taskID)"},
+		{"recall", map[string]any{"query": "x", "budgetTokens": 500}, "budgetTokens: unknown field; did you mean `token_budget`?"},
+		{"task_start", map[string]any{"task_id": "t-x", "goal": "g", "steps": []map[string]any{{"name": "s", "acton": "a", "input": map[string]any{"any": 1}}}},
+			"steps[0].acton: unknown field; did you mean `action`?"},
 	} {
 		_, text, isErr := call(t, s, c.tool, c.args)
 		assert.True(t, isErr, "%s %v", c.tool, c.args)
 		assert.Contains(t, text, c.field, "%s %v", c.tool, c.args)
 	}
+	_, text, isErr = call(t, s, "list_facts", map[string]any{"predicate": "budget"})
+	require.False(t, isErr, text)
+	assert.NotContains(t, text, "10000", "a call with an unknown key writes nothing")
 
 	// Another tenant's key: the fact does not exist for it.
 	sb := e.httpSession(t, e.keys["agentB"])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -140,6 +141,10 @@ func (e *engine) addTools(s *sdk.Server) {
 
 // tool adds a typed tool whose handler gets the caller's principal in its context.
 func tool[In any](e *engine, s *sdk.Server, t *sdk.Tool, h func(context.Context, In) (*sdk.CallToolResult, error)) {
+	if e.args == nil {
+		e.args = map[string]reflect.Type{}
+	}
+	e.args[t.Name] = reflect.TypeFor[In]()
 	sdk.AddTool(s, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, any, error) {
 		p, err := e.principal(ctx, req)
 		if err != nil {
