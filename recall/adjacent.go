@@ -119,6 +119,17 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 	if err != nil {
 		return nil, err
 	}
+	lifted := liftAdjacent(fw, ranked, rows)
+	if len(lifted) == 0 {
+		return ranked, nil
+	}
+	return placeLifted(ranked, lifted, fw.Lead), nil
+}
+
+// liftAdjacent is each turn next to an anchor at the anchor's score times
+// fw.Adjacent per turn between them, where that lifts it (never one of the first
+// fw.Lead), by id.
+func liftAdjacent(fw Fusion, ranked []Item, rows []adjacentRow) map[string]Item {
 	byID := map[string]int{} // ranked position of each item, by evidence id
 	for i, it := range ranked {
 		if it.Kind == KindEvidence {
@@ -167,11 +178,12 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 		lifted[r.ID] = Item{Kind: KindEvidence, ID: r.ID, Content: r.Content, Scope: memory.ScopeRef{Scope: memory.ScopeUser, UserID: r.UserID, SessionID: r.SessionID, TaskID: r.TaskID}, ValidFrom: r.OccurredAt,
 			OccurredAt: r.OccurredAt, Confidence: 1, Speaker: speakerName(r.Speaker, r.UserID), Score: score, Retrievers: []string{sourceAdjacent}, Why: why}
 	}
-	if len(lifted) == 0 {
-		return ranked, nil
-	}
-	// Take the lifted items out and put each back before the first item (after the
-	// leaders) that scores below it.
+	return lifted
+}
+
+// placeLifted takes the lifted items out of ranked and puts each back before
+// the first item (after the first lead) that scores below it.
+func placeLifted(ranked []Item, lifted map[string]Item, lead int) []Item {
 	out := make([]Item, 0, len(ranked)+len(lifted))
 	for _, it := range ranked {
 		if _, ok := lifted[it.ID]; ok && it.Kind == KindEvidence {
@@ -193,7 +205,7 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 	for _, id := range ids {
 		it := lifted[id]
 		at := len(out)
-		for j := min(fw.Lead, len(out)); j < len(out); j++ {
+		for j := min(lead, len(out)); j < len(out); j++ {
 			if out[j].Score < it.Score {
 				at = j
 				break
@@ -203,7 +215,7 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 		copy(out[at+1:], out[at:])
 		out[at] = it
 	}
-	return out, nil
+	return out
 }
 
 func joinWhy(a, b string) string {

@@ -78,45 +78,9 @@ func evidenceLine(it Item) string {
 // rank order, with room kept for the session's recent turns and summary. Each line
 // is whole or left out, never cut.
 func buildContext(task *TaskState, ranked []Item, k int, recent []storage.Turn, summary string, budget int) ([]Section, string, int) {
-	lines := map[string][]string{}
-	used := 0
-	fits := func(l string, limit int) bool {
-		n := CountTokens(l) + 1
-		if used+n > limit {
-			return false
-		}
-		used += n
-		return true
-	}
-	add := func(sec, l string, limit int) bool {
-		if fits(l, limit) {
-			lines[sec] = append(lines[sec], l)
-			return true
-		}
-		return false
-	}
-	// Each section header costs a few tokens.
-	header := 4
+	cb := &contextBuilder{lines: map[string][]string{}}
 	if task != nil {
-		used += 2 * header
-		if task.Goal != "" {
-			add(SectionTask, "- goal: "+oneLine(task.Goal, 300)+" [task:"+task.TaskID+"]", budget)
-		} else {
-			add(SectionTask, "- task "+task.TaskID, budget)
-		}
-		add(SectionTaskState, "- state: "+string(task.State), budget)
-		if len(task.Done) > 0 {
-			add(SectionTaskState, "- done: "+oneLine(strings.Join(task.Done, "; "), 300), budget)
-		}
-		if len(task.Todo) > 0 {
-			add(SectionTaskState, "- todo: "+oneLine(strings.Join(task.Todo, "; "), 300), budget)
-		}
-		if task.NextStep != "" {
-			add(SectionTaskState, "- next step: "+oneLine(task.NextStep, 200), budget)
-		}
-		if task.LastError != "" {
-			add(SectionTaskState, "- last error: "+oneLine(task.LastError, 200), budget)
-		}
+		cb.task(task, budget)
 	}
 	// Room for working memory: up to a third of the budget.
 	recentLines := make([]string, 0, len(recent))
@@ -129,20 +93,82 @@ func buildContext(task *TaskState, ranked []Item, k int, recent []storage.Turn, 
 	if strings.TrimSpace(summary) != "" {
 		summaryLine = "- " + oneLine(summary, 800)
 	}
+	cb.items(ranked, k, recentIDs, budget-workingMemoryReserve(recentLines, summaryLine, budget))
+	cb.workingMemory(recentLines, summaryLine, budget)
+	return cb.render()
+}
+
+// sectionHeader is what a section's header costs in tokens.
+const sectionHeader = 4
+
+// contextBuilder fills the context's sections line by line within a budget of
+// tokens (used counts them).
+type contextBuilder struct {
+	lines map[string][]string
+	used  int
+}
+
+// fits counts l against limit, if it fits.
+func (cb *contextBuilder) fits(l string, limit int) bool {
+	n := CountTokens(l) + 1
+	if cb.used+n > limit {
+		return false
+	}
+	cb.used += n
+	return true
+}
+
+// add puts l in section sec, if it fits within limit.
+func (cb *contextBuilder) add(sec, l string, limit int) bool {
+	if cb.fits(l, limit) {
+		cb.lines[sec] = append(cb.lines[sec], l)
+		return true
+	}
+	return false
+}
+
+// task writes the task's goal and state.
+func (cb *contextBuilder) task(task *TaskState, budget int) {
+	cb.used += 2 * sectionHeader
+	if task.Goal != "" {
+		cb.add(SectionTask, "- goal: "+oneLine(task.Goal, 300)+" [task:"+task.TaskID+"]", budget)
+	} else {
+		cb.add(SectionTask, "- task "+task.TaskID, budget)
+	}
+	cb.add(SectionTaskState, "- state: "+string(task.State), budget)
+	if len(task.Done) > 0 {
+		cb.add(SectionTaskState, "- done: "+oneLine(strings.Join(task.Done, "; "), 300), budget)
+	}
+	if len(task.Todo) > 0 {
+		cb.add(SectionTaskState, "- todo: "+oneLine(strings.Join(task.Todo, "; "), 300), budget)
+	}
+	if task.NextStep != "" {
+		cb.add(SectionTaskState, "- next step: "+oneLine(task.NextStep, 200), budget)
+	}
+	if task.LastError != "" {
+		cb.add(SectionTaskState, "- last error: "+oneLine(task.LastError, 200), budget)
+	}
+}
+
+// workingMemoryReserve is the room kept for the recent turns and the summary:
+// what they cost, up to a third of the budget.
+func workingMemoryReserve(recentLines []string, summaryLine string, budget int) int {
 	reserve := 0
 	for _, l := range recentLines {
 		reserve += CountTokens(l) + 1
 	}
 	if summaryLine != "" {
-		reserve += CountTokens(summaryLine) + 1 + header
+		reserve += CountTokens(summaryLine) + 1 + sectionHeader
 	}
 	if len(recentLines) > 0 {
-		reserve += header
+		reserve += sectionHeader
 	}
-	if reserve > budget/3 {
-		reserve = budget / 3
-	}
-	memLimit := budget - reserve
+	return min(reserve, budget/3)
+}
+
+// items writes the best k items (not the recent turns, shown with those) into
+// their sections within memLimit.
+func (cb *contextBuilder) items(ranked []Item, k int, recentIDs map[string]bool, memLimit int) {
 	shown := 0
 	for _, it := range ranked {
 		if shown >= k {
@@ -162,46 +188,54 @@ func buildContext(task *TaskState, ranked []Item, k int, recent []storage.Turn, 
 		default:
 			sec, l = SectionFacts, factLine(it)
 		}
-		if len(lines[sec]) == 0 {
-			if used+header > memLimit {
+		if len(cb.lines[sec]) == 0 {
+			if cb.used+sectionHeader > memLimit {
 				continue
 			}
-			used += header
+			cb.used += sectionHeader
 		}
-		if add(sec, l, memLimit) {
+		if cb.add(sec, l, memLimit) {
 			shown++
-		} else if len(lines[sec]) == 0 {
-			used -= header
+		} else if len(cb.lines[sec]) == 0 {
+			cb.used -= sectionHeader
 		}
 	}
-	// Recent turns newest first until the rest of the budget is used, then the
-	// summary; shown oldest first.
+}
+
+// workingMemory writes the summary, then the recent turns newest first until
+// the rest of the budget is used, shown oldest first.
+func (cb *contextBuilder) workingMemory(recentLines []string, summaryLine string, budget int) {
 	if summaryLine != "" {
-		used += header
-		if !add(SectionSummary, summaryLine, budget) {
-			used -= header
+		cb.used += sectionHeader
+		if !cb.add(SectionSummary, summaryLine, budget) {
+			cb.used -= sectionHeader
 		}
 	}
-	if len(recentLines) > 0 {
-		used += header
-		var keep []string
-		for i := len(recentLines) - 1; i >= 0; i-- {
-			if !fits(recentLines[i], budget) {
-				break
-			}
-			keep = append(keep, recentLines[i])
-		}
-		for i := len(keep) - 1; i >= 0; i-- {
-			lines[SectionRecent] = append(lines[SectionRecent], keep[i])
-		}
-		if len(keep) == 0 {
-			used -= header
-		}
+	if len(recentLines) == 0 {
+		return
 	}
+	cb.used += sectionHeader
+	var keep []string
+	for i := len(recentLines) - 1; i >= 0; i-- {
+		if !cb.fits(recentLines[i], budget) {
+			break
+		}
+		keep = append(keep, recentLines[i])
+	}
+	for i := len(keep) - 1; i >= 0; i-- {
+		cb.lines[SectionRecent] = append(cb.lines[SectionRecent], keep[i])
+	}
+	if len(keep) == 0 {
+		cb.used -= sectionHeader
+	}
+}
+
+// render is the sections in their order, their text and its tokens.
+func (cb *contextBuilder) render() ([]Section, string, int) {
 	var secs []Section
 	var b strings.Builder
 	for _, title := range sectionOrder {
-		ls := lines[title]
+		ls := cb.lines[title]
 		if len(ls) == 0 {
 			continue
 		}

@@ -354,10 +354,84 @@ func (e *Engine) Recall(ctx context.Context, req Request) (Response, error) {
 
 // recall is Recall once the request is valid and bounded by its limit.
 func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) (Response, error) {
-	timings := map[string]time.Duration{}
-	mark := func(step string, since time.Time) { timings[step] = time.Since(since) }
+	st := &stepTimes{m: map[string]time.Duration{}}
+	asOf, current := recallTime(req, now)
+	t := time.Now()
+	p, err := e.plan(ctx, req, asOf, current)
+	if err != nil {
+		return Response{}, err
+	}
+	st.mark("parse", t)
+	on, _ := parseRetrievers(req.Retrievers)
+	facts, evs, ts, err := e.retrieve(ctx, req, &p, on, st)
+	if err != nil {
+		return Response{}, err
+	}
+	var recent []storage.Turn
+	if ts.session != nil && on.has(RetrieverRecent) {
+		for _, tr := range ts.session.Recent {
+			if !tr.At.After(asOf) {
+				recent = append(recent, tr)
+			}
+		}
+	}
+	ranked, err := e.rankAll(ctx, req, p, on, facts, evs, recent, st)
+	if err != nil {
+		return Response{}, err
+	}
 
-	asOf, current := req.AsOf, false
+	t = time.Now()
+	resp := Response{AsOf: asOf}
+	if task := ts.task; task != nil {
+		resp.Task = &TaskState{TaskID: task.ID, Goal: task.Goal, State: task.State, Done: task.Done, Todo: task.Todo, NextStep: task.NextStep, LastError: task.LastError}
+	}
+	items := ranked
+	if len(items) > req.K {
+		items = items[:req.K]
+	}
+	resp.Items = items
+	if resp.Items == nil {
+		resp.Items = []Item{}
+	}
+	summary := ""
+	if ts.session != nil && current {
+		summary = ts.session.Summary
+	}
+	resp.Sections, resp.Context, resp.Tokens = buildContext(resp.Task, ranked, req.K, recent, summary, req.TokenBudget)
+	if req.Explain {
+		resp.Candidates = ranked
+		resp.Parsed = p.parsed
+	}
+	st.mark("context", t)
+
+	t = time.Now()
+	if err := e.log.record(ctx, accessEntry{req: req, items: resp.Items}); err != nil {
+		return Response{}, fmt.Errorf("access log: %w", err)
+	}
+	st.mark("access_log", t)
+	st.m["total"] = time.Since(start)
+	resp.Timings = st.m
+	return resp, nil
+}
+
+// stepTimes are a recall's steps' durations (Response.Timings); steps that run
+// at once mark them together.
+type stepTimes struct {
+	mu sync.Mutex
+	m  map[string]time.Duration
+}
+
+func (s *stepTimes) mark(step string, since time.Time) {
+	d := time.Since(since)
+	s.mu.Lock()
+	s.m[step] = d
+	s.mu.Unlock()
+}
+
+// recallTime is the time a recall is about and whether that is now (current
+// recall).
+func recallTime(req Request, now time.Time) (asOf time.Time, current bool) {
+	asOf = req.AsOf
 	switch {
 	case !req.KnownAt.IsZero():
 		// What the memory held at known_at: a past recall over its revisions as
@@ -371,58 +445,36 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 		}
 		current = true
 	}
-	asOf = asOf.UTC()
+	return asOf.UTC(), current
+}
+
+// plan reads the question with the principal's schema: what the statement is
+// to look for, and for whom.
+func (e *Engine) plan(ctx context.Context, req Request, asOf time.Time, current bool) (plan, error) {
 	vis := Visibility{
 		TenantID: req.Principal.TenantID, UserID: req.Principal.UserID, DepartmentID: req.Principal.DepartmentID,
 		AgentID: req.Principal.AgentID, SessionID: req.SessionID, TaskID: req.TaskID, AsOf: asOf, Scopes: req.Scopes,
 	}
-
-	t := time.Now()
 	sch, err := e.schema(ctx, req.Principal.TenantID, req.Schema)
 	if err != nil {
-		return Response{}, memory.FieldError{Field: "schema", Problem: err.Error()}
+		return plan{}, memory.FieldError{Field: "schema", Problem: err.Error()}
 	}
 	parsed := parseQuery(sch, req.Query, asOf)
 	speaker := "User"
 	if se, ok := sch.SpeakerEntity(); ok {
 		speaker = se.Name
 	}
-	mark("parse", t)
-
-	on, _ := parseRetrievers(req.Retrievers)
 	p := plan{vis: vis, current: current, knownAt: req.KnownAt, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
 	if e.pgKW && len(parsed.Terms) > 0 {
 		p.tsq = tsQueryText(parsed.Terms)
 	}
+	return p, nil
+}
 
-	// Retrieval: one statement runs every retriever over facts and evidence and
-	// reads the named task and session; an external keyword index (when
-	// configured) runs alongside.
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		errs    []error
-		facts   []factRow
-		evs     []evidenceRow
-		extF    []factRow
-		extE    []evidenceRow
-		task    *storage.Task
-		session *storage.Session
-	)
-	run := func(step string, fn func(ctx context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.Now()
-			err := fn(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			timings[step] = time.Since(t)
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}()
-	}
+// retrieve runs the retrievers: one statement runs every retriever over facts
+// and evidence and reads the named task and session; an external keyword index
+// (when configured) runs alongside. It sets p's vector and session scores.
+func (e *Engine) retrieve(ctx context.Context, req Request, p *plan, on retrieverSet, st *stepTimes) ([]factRow, []evidenceRow, taskSession, error) {
 	var embed func() (*pgvector.Vector, error)
 	if e.emb != nil && strings.TrimSpace(req.Query) != "" && on.has(RetrieverSemantic) {
 		embed = func() (*pgvector.Vector, error) {
@@ -437,57 +489,53 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 			} else if len(vecs) == 1 {
 				return nil, fmt.Errorf("embed query: the embedder returned %d dimensions, the database stores %d", len(vecs[0]), storage.EmbeddingDim)
 			}
-			mu.Lock()
-			mark("embed", t)
-			mu.Unlock()
+			st.mark("embed", t)
 			return p.vec, nil
 		}
 	}
-	if !e.pgKW && len(parsed.Terms) > 0 && on.has(RetrieverKeyword) {
-		run("keyword_index", func(ctx context.Context) error {
-			hits, err := e.kw.Search(ctx, vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
+	var wg sync.WaitGroup
+	var extF []factRow
+	var extE []evidenceRow
+	var extErr error
+	if !e.pgKW && len(p.parsed.Terms) > 0 && on.has(RetrieverKeyword) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			defer st.mark("keyword_index", t)
+			hits, err := e.kw.Search(ctx, p.vis, req.Query, []Kind{KindFact, KindEvidence}, e.opts.CandidateLimit)
 			if err != nil {
 				e.opts.Logger.Warn("recall: keyword index failed; continuing without it", "index", e.kw.Name(), "err", err)
-				return nil
+				return
 			}
-			extF, extE, err = e.hydrate(ctx, p, hits)
-			return err
-		})
+			extF, extE, extErr = e.hydrate(ctx, *p, hits)
+		}()
 	}
-	t = time.Now()
+	t := time.Now()
 	var ts taskSession // the statement reads the named task and session too
-	facts, evs, err = e.runRecallSQL(ctx, p, on, &ts, embed)
-	task, session = ts.task, ts.session
+	facts, evs, err := e.runRecallSQL(ctx, *p, on, &ts, embed)
 	p.sessions = ts.sessions
-	mu.Lock()
-	mark("retrieve", t)
-	mu.Unlock()
+	st.mark("retrieve", t)
 	wg.Wait()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return Response{}, errors.Join(errs...)
+	if err := errors.Join(extErr, err); err != nil {
+		return nil, nil, ts, err
 	}
 	facts = append(facts, extF...)
 	evs = append(evs, extE...)
-	if facts, err = e.asKnown(ctx, p, facts); err != nil {
-		return Response{}, err
+	if facts, err = e.asKnown(ctx, *p, facts); err != nil {
+		return nil, nil, ts, err
 	}
+	return facts, evs, ts, nil
+}
 
-	t = time.Now()
-	var recent []storage.Turn
-	if session != nil && on.has(RetrieverRecent) {
-		for _, tr := range session.Recent {
-			if !tr.At.After(asOf) {
-				recent = append(recent, tr)
-			}
-		}
-	}
-	ranked := e.fuse(p, req, facts, evs, recent)
-	mark("fuse", t)
+// rankAll fuses what the retrievers found, then adds the second hop over names
+// the best turns mention (expand.go) and lifts the turns next to the best
+// (adjacent.go).
+func (e *Engine) rankAll(ctx context.Context, req Request, p plan, on retrieverSet, facts []factRow, evs []evidenceRow, recent []storage.Turn, st *stepTimes) ([]Item, error) {
+	t := time.Now()
+	ranked := fuse(e.opts.Fusion, p, facts, evs, recent)
+	st.mark("fuse", t)
 	if e.opts.Fusion.Expand > 0 && on.has(RetrieverGraph) && e.pgKW {
-		// The second hop over names the best turns mention (see expand.go).
 		t = time.Now()
 		top := ranked
 		if len(top) > expandFrom {
@@ -499,53 +547,21 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 				f2, err = e.asKnown(ctx, p, f2)
 			}
 			if err != nil {
-				return Response{}, err
+				return nil, err
 			}
-			ranked = e.fuse(p, req, append(facts, f2...), append(evs, e2...), recent)
+			ranked = fuse(e.opts.Fusion, p, append(facts, f2...), append(evs, e2...), recent)
 		}
-		mark("expand", t)
+		st.mark("expand", t)
 	}
-
 	if e.opts.Fusion.Adjacent > 0 && len(req.Retrievers) == 0 {
 		t = time.Now()
+		var err error
 		if ranked, err = e.adjacent(ctx, p, ranked); err != nil {
-			return Response{}, err
+			return nil, err
 		}
-		mark("adjacent", t)
+		st.mark("adjacent", t)
 	}
-
-	t = time.Now()
-	resp := Response{AsOf: asOf}
-	if task != nil {
-		resp.Task = &TaskState{TaskID: task.ID, Goal: task.Goal, State: task.State, Done: task.Done, Todo: task.Todo, NextStep: task.NextStep, LastError: task.LastError}
-	}
-	items := ranked
-	if len(items) > req.K {
-		items = items[:req.K]
-	}
-	resp.Items = items
-	if resp.Items == nil {
-		resp.Items = []Item{}
-	}
-	summary := ""
-	if session != nil && current {
-		summary = session.Summary
-	}
-	resp.Sections, resp.Context, resp.Tokens = buildContext(resp.Task, ranked, req.K, recent, summary, req.TokenBudget)
-	if req.Explain {
-		resp.Candidates = ranked
-		resp.Parsed = parsed
-	}
-	mark("context", t)
-
-	t = time.Now()
-	if err := e.log.record(ctx, accessEntry{req: req, items: resp.Items}); err != nil {
-		return Response{}, fmt.Errorf("access log: %w", err)
-	}
-	mark("access_log", t)
-	timings["total"] = time.Since(start)
-	resp.Timings = timings
-	return resp, nil
+	return ranked, nil
 }
 
 // asKnown keeps, in a known-at recall, the fact rows as the memory held them at

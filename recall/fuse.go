@@ -116,66 +116,65 @@ func DefaultFusion() Fusion {
 
 // fuse merges what the retrievers found into one list ordered by relevance to the
 // question: keyword score (normalised) + weighted cosine similarity + graph,
-// structured and recent hits (Fusion), then small boosts for recency, importance
+// structured and recent hits (fw), then small boosts for recency, importance
 // and confidence and larger ones for the task and session at hand and what the
 // parser recognised. An item that matches the question by no word, no meaning
 // above Fusion.SemanticMatch and no graph or structured hit is never ranked above
 // one that does. One revision per memory key; a task-scope fact leads the facts of
-// the same predicate it narrows.
-func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, recent []storage.Turn) []Item {
-	fw := e.opts.Fusion
-	byID := map[string]*cand{}
-	var order []string
-	get := func(kind Kind, id string) (*cand, bool) {
-		key := string(kind) + ":" + id
-		c, ok := byID[key]
-		if !ok {
-			c = &cand{ranks: map[string]int{}}
-			byID[key] = c
-			order = append(order, key)
-		}
-		return c, ok
+// the same predicate it narrows. It reads nothing but its arguments.
+func fuse(fw Fusion, p plan, facts []factRow, evs []evidenceRow, recent []storage.Turn) []Item {
+	cs := collect(p, facts, evs, recent)
+	sc := scalesOf(cs, p.sessions)
+	backing := backedTurns(cs)
+	for _, c := range cs {
+		score(fw, p, sc, backing, c)
 	}
-	addRank := func(c *cand, src string, rk int, d *float64) {
-		if rk <= 0 {
-			rk = 1
-		}
-		if old, ok := c.ranks[src]; !ok || rk < old {
-			c.ranks[src] = rk
-		}
-		if d == nil {
-			return
-		}
-		switch src {
-		case RetrieverSemantic:
-			if sim := 1 - *d; !c.hasSim || sim > c.sim {
-				c.sim, c.hasSim = sim, true
-			}
-		case RetrieverKeyword:
-			if !c.hasKW || *d > c.kw {
-				c.kw, c.hasKW = *d, true
-			}
-		case sourceExpand:
-			c.exp = math.Max(c.exp, *d)
-		case sourceContext:
-			c.ctx = math.Max(c.ctx, *d)
-		}
+	out := oneRevisionPerKey(cs)
+	if p.vis.TaskID != "" {
+		taskScopeLeads(out, p.vis.TaskID)
 	}
+	rank(out)
+	leadFirst(out, fw.Lead)
+	items := make([]Item, len(out))
+	for i, c := range out {
+		items[i] = c.item
+	}
+	return items
+}
+
+// candidates gathers the retrievers' rows by item, in the order first found.
+type candidates struct {
+	byID  map[string]*cand
+	order []*cand
+}
+
+// get returns the candidate of kind and id, made on first sight (seen false).
+func (cs *candidates) get(kind Kind, id string) (c *cand, seen bool) {
+	key := string(kind) + ":" + id
+	if c, ok := cs.byID[key]; ok {
+		return c, true
+	}
+	c = &cand{ranks: map[string]int{}}
+	cs.byID[key] = c
+	cs.order = append(cs.order, c)
+	return c, false
+}
+
+// collect makes one candidate per fact and turn the retrievers found, with each
+// retriever's best rank and score; the session's recent turns (newest first)
+// are the recent retriever's hits.
+func collect(p plan, facts []factRow, evs []evidenceRow, recent []storage.Turn) []*cand {
+	cs := &candidates{byID: map[string]*cand{}}
 	for _, f := range facts {
-		c, seen := get(KindFact, f.ID)
+		c, seen := cs.get(KindFact, f.ID)
 		if !seen {
-			ref := memory.ScopeRef{Scope: f.Scope, DepartmentID: f.DepartmentID, UserID: f.UserID, AgentID: f.AgentID, SessionID: f.SessionID, TaskID: f.TaskID}
-			c.item = Item{
-				Kind: KindFact, ID: f.ID, Content: f.Content, MemoryType: f.MemoryType, Scope: ref, Status: f.Status,
-				MemoryKey: f.MemoryKey, Predicate: f.Predicate, Object: f.Object, EntityType: f.EntityType, EntityID: f.EntityID, Revision: f.Revision,
-				ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil, Confidence: f.Confidence, EvidenceIDs: f.Evidence, OccurredAt: f.ObservedAt,
-			}
+			c.item = factItem(f)
 			c.imp, c.entity, c.subject = f.Importance, f.EntityID, f.Subject
 		}
-		addRank(c, f.Src, f.Rk, f.D)
+		c.addHit(f.Src, f.Rk, f.D)
 	}
 	for _, ev := range evs {
-		c, seen := get(KindEvidence, ev.ID)
+		c, seen := cs.get(KindEvidence, ev.ID)
 		if !seen {
 			ref := memory.ScopeRef{Scope: memory.ScopeUser, UserID: ev.UserID, SessionID: ev.SessionID, TaskID: ev.TaskID}
 			c.item = Item{Kind: KindEvidence, ID: ev.ID, Content: ev.Content, Scope: ref, ValidFrom: ev.OccurredAt, OccurredAt: ev.OccurredAt, Confidence: 1,
@@ -183,188 +182,282 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			c.imp = ev.Importance
 		}
 		c.stale = c.stale || ev.Stale
-		addRank(c, ev.Src, ev.Rk, ev.D)
+		c.addHit(ev.Src, ev.Rk, ev.D)
 	}
-	// Recent turns of the session, newest first.
 	for i := len(recent) - 1; i >= 0; i-- {
 		tr := recent[i]
-		c, seen := get(KindEvidence, tr.EvidenceID)
+		c, seen := cs.get(KindEvidence, tr.EvidenceID)
 		if !seen {
 			ref := memory.ScopeRef{Scope: memory.ScopeSession, UserID: p.vis.UserID, SessionID: p.vis.SessionID}
 			c.item = Item{Kind: KindEvidence, ID: tr.EvidenceID, Content: tr.Text, Scope: ref, ValidFrom: tr.At, OccurredAt: tr.At, Confidence: 1}
 			c.imp = 0.3
 		}
-		addRank(c, RetrieverRecent, len(recent)-i, nil)
+		c.addHit(RetrieverRecent, len(recent)-i, nil)
 	}
+	return cs.order
+}
 
-	// Keyword scores are normalised by the best of their kind in this recall; a fact
-	// also takes the (normalised) score of a turn it stands on.
-	var maxEv, maxFact, maxExp, maxCtx, maxSess float64
-	evKW := map[string]float64{}
-	for _, r := range p.sessions {
-		maxSess = math.Max(maxSess, r)
+// factItem is a fact row as an item of the answer.
+func factItem(f factRow) Item {
+	ref := memory.ScopeRef{Scope: f.Scope, DepartmentID: f.DepartmentID, UserID: f.UserID, AgentID: f.AgentID, SessionID: f.SessionID, TaskID: f.TaskID}
+	return Item{
+		Kind: KindFact, ID: f.ID, Content: f.Content, MemoryType: f.MemoryType, Scope: ref, Status: f.Status,
+		MemoryKey: f.MemoryKey, Predicate: f.Predicate, Object: f.Object, EntityType: f.EntityType, EntityID: f.EntityID, Revision: f.Revision,
+		ValidFrom: f.ValidFrom, ValidUntil: f.ValidUntil, Confidence: f.Confidence, EvidenceIDs: f.Evidence, OccurredAt: f.ObservedAt,
 	}
-	for _, key := range order {
-		c := byID[key]
-		maxExp = math.Max(maxExp, c.exp)
-		maxCtx = math.Max(maxCtx, c.ctx)
+}
+
+// addHit keeps a retriever's best rank of c and the best score of each kind: the
+// semantic similarity, the keyword score, the second hop's and the context's.
+func (c *cand) addHit(src string, rk int, d *float64) {
+	if rk <= 0 {
+		rk = 1
+	}
+	if old, ok := c.ranks[src]; !ok || rk < old {
+		c.ranks[src] = rk
+	}
+	if d == nil {
+		return
+	}
+	switch src {
+	case RetrieverSemantic:
+		if sim := 1 - *d; !c.hasSim || sim > c.sim {
+			c.sim, c.hasSim = sim, true
+		}
+	case RetrieverKeyword:
+		if !c.hasKW || *d > c.kw {
+			c.kw, c.hasKW = *d, true
+		}
+	case sourceExpand:
+		c.exp = math.Max(c.exp, *d)
+	case sourceContext:
+		c.ctx = math.Max(c.ctx, *d)
+	}
+}
+
+// scales are the best scores of this recall that each kind is normalised by,
+// and each turn's normalised keyword score (evKW, by id).
+type scales struct {
+	maxEv, maxFact, maxExp, maxCtx, maxSess float64
+	evKW                                    map[string]float64
+	sessions                                map[string]float64
+}
+
+func scalesOf(cs []*cand, sessions map[string]float64) scales {
+	sc := scales{evKW: map[string]float64{}, sessions: sessions}
+	for _, r := range sessions {
+		sc.maxSess = math.Max(sc.maxSess, r)
+	}
+	for _, c := range cs {
+		sc.maxExp = math.Max(sc.maxExp, c.exp)
+		sc.maxCtx = math.Max(sc.maxCtx, c.ctx)
 		if !c.hasKW {
 			continue
 		}
 		if c.item.Kind == KindFact {
-			maxFact = math.Max(maxFact, c.kw)
+			sc.maxFact = math.Max(sc.maxFact, c.kw)
 		} else {
-			maxEv = math.Max(maxEv, c.kw)
+			sc.maxEv = math.Max(sc.maxEv, c.kw)
 		}
 	}
-	for _, key := range order {
-		if c := byID[key]; c.item.Kind == KindEvidence && c.hasKW && maxEv > 0 {
-			evKW[c.item.ID] = c.kw / maxEv
+	for _, c := range cs {
+		if c.item.Kind == KindEvidence && c.hasKW && sc.maxEv > 0 {
+			sc.evKW[c.item.ID] = c.kw / sc.maxEv
 		}
 	}
-	// Evidence that a candidate fact already stands on adds little on its own.
+	return sc
+}
+
+// backedTurns are the turns a candidate fact stands on: on their own they add
+// little (Fusion.Backing).
+func backedTurns(cs []*cand) map[string]bool {
 	backing := map[string]bool{}
-	for _, key := range order {
-		c := byID[key]
+	for _, c := range cs {
 		if c.item.Kind == KindFact {
 			for _, id := range c.item.EvidenceIDs {
 				backing[id] = true
 			}
 		}
 	}
-	q := p.parsed
-	out := make([]*cand, 0, len(order))
-	for _, key := range order {
-		c := byID[key]
-		it := &c.item
-		var why []string
-		srcs := make([]string, 0, len(c.ranks))
-		for src := range c.ranks {
-			srcs = append(srcs, src)
-		}
-		sort.Strings(srcs)
-		var shown []string
-		for _, src := range srcs {
-			why = append(why, src+" #"+strconv.Itoa(c.ranks[src]))
-			switch src {
-			case sourceExpand:
-				src = RetrieverGraph // the second hop walks the graph of names
-			case sourceContext:
-				src = RetrieverKeyword // the words of the turns around it
-			}
-			if !slices.Contains(shown, src) {
-				shown = append(shown, src)
-			}
-		}
-		sort.Strings(shown)
-		it.Retrievers = shown
-		lex := 0.0
-		if it.Kind == KindEvidence {
-			lex = evKW[it.ID]
-		} else {
-			if c.hasKW && maxFact > 0 {
-				lex = fw.FactKeyword * c.kw / maxFact
-			}
-			for _, id := range it.EvidenceIDs {
-				lex = math.Max(lex, evKW[id])
-			}
-		}
-		rel := fw.Keyword * lex
-		if c.hasSim {
-			rel += fw.Semantic * math.Max(c.sim, 0)
-		}
-		hit := lex > 0 || (c.hasSim && c.sim >= fw.SemanticMatch)
-		if rk, ok := c.ranks[RetrieverGraph]; ok {
-			rel += fw.Graph / (1 + 0.1*float64(rk-1))
-			hit = true
-		}
-		if c.exp > 0 && maxExp > 0 && lex == 0 {
-			// Only what the question's own words did not reach: the second hop adds
-			// turns, it does not reorder those that answer the words asked.
-			rel += fw.Expand * c.exp / maxExp
-			hit = true
-		}
-		// Context: the words of the turns around it and of its session. They find
-		// what the turn's own words miss (@5–@10) but would push a neighbour over
-		// the answer, so they do not decide the leaders (Fusion.Lead).
-		ctxRel := 0.0
-		if c.ctx > 0 && maxCtx > 0 {
-			ctxRel += fw.Context * c.ctx / maxCtx
-			hit = true
-		}
-		if r, ok := p.sessions[it.Scope.SessionID]; ok && it.Kind == KindEvidence && it.Scope.SessionID != "" && maxSess > 0 {
-			ctxRel += fw.Session * r / maxSess
-			why = append(why, fmt.Sprintf("session matches %.2f", r/maxSess))
-		}
-		if rk, ok := c.ranks[RetrieverStructured]; ok {
-			rel += fw.Structured / (1 + 0.1*float64(rk-1))
-			hit = true
-		}
-		if rk, ok := c.ranks[RetrieverRecent]; ok {
-			rel += fw.Recent / (1 + 0.1*float64(rk-1))
-			hit = true
-		}
-		age := p.vis.AsOf.Sub(it.OccurredAt)
-		if it.Kind == KindFact && it.ValidFrom.After(it.OccurredAt) {
-			age = p.vis.AsOf.Sub(it.ValidFrom)
-		}
-		recency := math.Exp(-math.Max(age.Hours(), 0) / (24 * 30))
-		mult := 1 + 0.05*recency + 0.05*c.imp + 0.05*it.Confidence
-		boost := func(f float64, reason string) {
-			mult *= f
-			c.boosts = append(c.boosts, reason)
-		}
-		if it.Kind == KindFact {
-			if it.Scope.Scope == memory.ScopeTask && it.Scope.TaskID == p.vis.TaskID && p.vis.TaskID != "" {
-				boost(1.3, "the task at hand")
-			}
-			if it.Scope.Scope == memory.ScopeSession && it.Scope.SessionID == p.vis.SessionID && p.vis.SessionID != "" {
-				boost(1.1, "this session")
-			}
-			if slices.Contains(q.Predicates, it.Predicate) {
-				boost(1.3, "predicate "+it.Predicate+" asked for")
-			}
-			if c.entity != "" && slices.Contains(q.EntityIDs, c.entity) {
-				boost(1.3, "entity "+c.entity+" named")
-			}
-			if slices.Contains(q.MemoryTypes, it.MemoryType) {
-				boost(1.15, strings.ToLower(string(it.MemoryType))+" asked for")
-			}
-			if slices.Contains(q.Scopes, it.Scope.Scope) {
-				boost(1.1, "scope cue")
-			}
-		} else if backing[it.ID] {
-			boost(fw.Backing, "backs a fact already shown")
-		} else if c.stale {
-			boost(fw.Superseded, "said of a value since superseded")
-		}
-		if it.Kind == KindEvidence && p.vis.TaskID != "" && it.Scope.TaskID != "" && it.Scope.TaskID != p.vis.TaskID {
-			// A turn said in another of the user's tasks is a lookalike of the task
-			// at hand ("this trip's budget" of another trip): the narrower scope
-			// wins, as it does among facts.
-			boost(otherTask, "said in another task")
-		}
-		if q.From != nil && q.To != nil && !it.OccurredAt.Before(*q.From) && !it.OccurredAt.After(*q.To) {
-			boost(1.25, "in the time asked about")
-		}
-		if q.Latest {
-			mult *= 1 + 0.2*recency
-		}
-		c.lead = rel * mult
-		score := (rel + ctxRel) * mult
-		if !hit {
-			c.boosts = append(c.boosts, "matches the question by no word, meaning or link")
-		}
-		c.matched = hit
-		it.Score = score
-		it.Why = strings.Join(append(why, c.boosts...), "; ")
-		out = append(out, c)
-	}
+	return backing
+}
 
-	// One revision per memory key: the current one (or, as of a past time, the one
-	// valid then; the latest by validity if several are).
+// score sets c's score, lead score, whether it matched and why: its relevance
+// to the question times its boosts.
+func score(fw Fusion, p plan, sc scales, backing map[string]bool, c *cand) {
+	it := &c.item
+	why, shown := sourcesOf(c)
+	it.Retrievers = shown
+	rel, ctxRel, hit := relevance(fw, sc, c)
+	if r, ok := sc.sessions[it.Scope.SessionID]; ok && it.Kind == KindEvidence && it.Scope.SessionID != "" && sc.maxSess > 0 {
+		why = append(why, fmt.Sprintf("session matches %.2f", r/sc.maxSess))
+	}
+	mult := boosts(fw, p, backing, c)
+	c.lead = rel * mult
+	if !hit {
+		c.boosts = append(c.boosts, "matches the question by no word, meaning or link")
+	}
+	c.matched = hit
+	it.Score = (rel + ctxRel) * mult
+	it.Why = strings.Join(append(why, c.boosts...), "; ")
+}
+
+// sourcesOf lists c's retrievers with their ranks ("keyword #2", for Why) and
+// the retrievers shown to the caller (the second hop is the graph's, the
+// context the keyword's).
+func sourcesOf(c *cand) (why, shown []string) {
+	srcs := make([]string, 0, len(c.ranks))
+	for src := range c.ranks {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		why = append(why, src+" #"+strconv.Itoa(c.ranks[src]))
+		switch src {
+		case sourceExpand:
+			src = RetrieverGraph // the second hop walks the graph of names
+		case sourceContext:
+			src = RetrieverKeyword // the words of the turns around it
+		}
+		if !slices.Contains(shown, src) {
+			shown = append(shown, src)
+		}
+	}
+	sort.Strings(shown)
+	return why, shown
+}
+
+// rankWeight is a hit's weight w at rank rk: w at the first, less further down.
+func rankWeight(w float64, rk int) float64 { return w / (1 + 0.1*float64(rk-1)) }
+
+// relevance is how well c answers the question: rel from its own words, meaning
+// and links, ctxRel from the words around it and its session's (which find what
+// its own words miss, @5-@10, but would push a neighbour over the answer, so they
+// do not decide the leaders: Fusion.Lead); hit whether anything matched it.
+func relevance(fw Fusion, sc scales, c *cand) (rel, ctxRel float64, hit bool) {
+	it := &c.item
+	lex := 0.0
+	if it.Kind == KindEvidence {
+		lex = sc.evKW[it.ID]
+	} else {
+		if c.hasKW && sc.maxFact > 0 {
+			lex = fw.FactKeyword * c.kw / sc.maxFact
+		}
+		for _, id := range it.EvidenceIDs {
+			lex = math.Max(lex, sc.evKW[id])
+		}
+	}
+	rel = fw.Keyword * lex
+	if c.hasSim {
+		rel += fw.Semantic * math.Max(c.sim, 0)
+	}
+	hit = lex > 0 || (c.hasSim && c.sim >= fw.SemanticMatch)
+	if rk, ok := c.ranks[RetrieverGraph]; ok {
+		rel += rankWeight(fw.Graph, rk)
+		hit = true
+	}
+	if c.exp > 0 && sc.maxExp > 0 && lex == 0 {
+		// Only what the question's own words did not reach: the second hop adds
+		// turns, it does not reorder those that answer the words asked.
+		rel += fw.Expand * c.exp / sc.maxExp
+		hit = true
+	}
+	if c.ctx > 0 && sc.maxCtx > 0 {
+		ctxRel += fw.Context * c.ctx / sc.maxCtx
+		hit = true
+	}
+	if r, ok := sc.sessions[it.Scope.SessionID]; ok && it.Kind == KindEvidence && it.Scope.SessionID != "" && sc.maxSess > 0 {
+		ctxRel += fw.Session * r / sc.maxSess
+	}
+	if rk, ok := c.ranks[RetrieverStructured]; ok {
+		rel += rankWeight(fw.Structured, rk)
+		hit = true
+	}
+	if rk, ok := c.ranks[RetrieverRecent]; ok {
+		rel += rankWeight(fw.Recent, rk)
+		hit = true
+	}
+	return rel, ctxRel, hit
+}
+
+// boosts is what c's relevance is multiplied by: a little for recency,
+// importance and confidence, more for the task and session at hand and what the
+// parser recognised, less for a turn a shown fact stands on, one of a superseded
+// value or one said in another task. Each reason is added to c.boosts.
+func boosts(fw Fusion, p plan, backing map[string]bool, c *cand) float64 {
+	it := &c.item
+	q := p.parsed
+	age := p.vis.AsOf.Sub(it.OccurredAt)
+	if it.Kind == KindFact && it.ValidFrom.After(it.OccurredAt) {
+		age = p.vis.AsOf.Sub(it.ValidFrom)
+	}
+	recency := math.Exp(-math.Max(age.Hours(), 0) / (24 * 30))
+	mult := 1 + 0.05*recency + 0.05*c.imp + 0.05*it.Confidence
+	boost := func(f float64, reason string) {
+		mult *= f
+		c.boosts = append(c.boosts, reason)
+	}
+	if it.Kind == KindFact {
+		for _, b := range factBoosts(p, c) {
+			boost(b.f, b.reason)
+		}
+	} else if backing[it.ID] {
+		boost(fw.Backing, "backs a fact already shown")
+	} else if c.stale {
+		boost(fw.Superseded, "said of a value since superseded")
+	}
+	if it.Kind == KindEvidence && p.vis.TaskID != "" && it.Scope.TaskID != "" && it.Scope.TaskID != p.vis.TaskID {
+		// A turn said in another of the user's tasks is a lookalike of the task
+		// at hand ("this trip's budget" of another trip): the narrower scope
+		// wins, as it does among facts.
+		boost(otherTask, "said in another task")
+	}
+	if q.From != nil && q.To != nil && !it.OccurredAt.Before(*q.From) && !it.OccurredAt.After(*q.To) {
+		boost(1.25, "in the time asked about")
+	}
+	if q.Latest {
+		mult *= 1 + 0.2*recency
+	}
+	return mult
+}
+
+type factBoost struct {
+	f      float64
+	reason string
+}
+
+// factBoosts are a fact's boosts, in order: the task and session at hand, the
+// predicate, entity, memory type and scope the question names.
+func factBoosts(p plan, c *cand) []factBoost {
+	it, q := &c.item, p.parsed
+	var out []factBoost
+	if it.Scope.Scope == memory.ScopeTask && it.Scope.TaskID == p.vis.TaskID && p.vis.TaskID != "" {
+		out = append(out, factBoost{1.3, "the task at hand"})
+	}
+	if it.Scope.Scope == memory.ScopeSession && it.Scope.SessionID == p.vis.SessionID && p.vis.SessionID != "" {
+		out = append(out, factBoost{1.1, "this session"})
+	}
+	if slices.Contains(q.Predicates, it.Predicate) {
+		out = append(out, factBoost{1.3, "predicate " + it.Predicate + " asked for"})
+	}
+	if c.entity != "" && slices.Contains(q.EntityIDs, c.entity) {
+		out = append(out, factBoost{1.3, "entity " + c.entity + " named"})
+	}
+	if slices.Contains(q.MemoryTypes, it.MemoryType) {
+		out = append(out, factBoost{1.15, strings.ToLower(string(it.MemoryType)) + " asked for"})
+	}
+	if slices.Contains(q.Scopes, it.Scope.Scope) {
+		out = append(out, factBoost{1.1, "scope cue"})
+	}
+	return out
+}
+
+// oneRevisionPerKey keeps one revision per memory key: the current one (or, as
+// of a past time, the one valid then; the latest by validity if several are),
+// with the best score and lead of its key's revisions.
+func oneRevisionPerKey(cs []*cand) []*cand {
 	best := map[string]*cand{}
-	for _, c := range out {
+	for _, c := range cs {
 		if c.item.Kind != KindFact {
 			continue
 		}
@@ -373,8 +466,8 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 			best[c.item.MemoryKey] = c
 		}
 	}
-	kept := out[:0]
-	for _, c := range out {
+	kept := cs[:0]
+	for _, c := range cs {
 		if c.item.Kind == KindFact {
 			b := best[c.item.MemoryKey]
 			if b != c {
@@ -387,47 +480,52 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		}
 		kept = append(kept, c)
 	}
-	out = kept
+	return kept
+}
 
-	// Narrower scope wins for the task at hand: a TASK fact leads every other fact
-	// of the same subject and predicate; both are kept, with their scopes shown.
-	if p.vis.TaskID != "" {
-		group := map[string][]*cand{}
-		for _, c := range out {
-			if c.item.Kind == KindFact && c.item.Predicate != "" {
-				g := strings.ToLower(c.subject) + "|" + c.item.Predicate
-				group[g] = append(group[g], c)
-			}
+// taskScopeLeads: the narrower scope wins for the task at hand. A TASK fact of
+// task leads every other fact of the same subject and predicate; both are kept,
+// with their scopes shown.
+func taskScopeLeads(cs []*cand, task string) {
+	group := map[string][]*cand{}
+	for _, c := range cs {
+		if c.item.Kind == KindFact && c.item.Predicate != "" {
+			g := strings.ToLower(c.subject) + "|" + c.item.Predicate
+			group[g] = append(group[g], c)
 		}
-		for _, g := range group {
-			var task *cand
-			top, topLead := 0.0, 0.0
-			for _, c := range g {
-				if c.item.Scope.Scope == memory.ScopeTask && c.item.Scope.TaskID == p.vis.TaskID {
-					task = c
-				}
-				top = math.Max(top, c.item.Score)
-				topLead = math.Max(topLead, c.lead)
+	}
+	for _, g := range group {
+		var lead *cand
+		top, topLead := 0.0, 0.0
+		for _, c := range g {
+			if c.item.Scope.Scope == memory.ScopeTask && c.item.Scope.TaskID == task {
+				lead = c
 			}
-			if task == nil || len(g) < 2 {
-				continue
-			}
-			task.item.Score = math.Max(task.item.Score, top*1.01)
-			task.lead = math.Max(task.lead, topLead*1.01)
-			task.item.Why += "; task scope leads"
-			for _, c := range g {
-				if c != task {
-					c.item.Why += fmt.Sprintf("; overridden for task %s by %s", p.vis.TaskID, short(task.item.ID))
-				}
+			top = math.Max(top, c.item.Score)
+			topLead = math.Max(topLead, c.lead)
+		}
+		if lead == nil || len(g) < 2 {
+			continue
+		}
+		lead.item.Score = math.Max(lead.item.Score, top*1.01)
+		lead.lead = math.Max(lead.lead, topLead*1.01)
+		lead.item.Why += "; task scope leads"
+		for _, c := range g {
+			if c != lead {
+				c.item.Why += fmt.Sprintf("; overridden for task %s by %s", task, short(lead.item.ID))
 			}
 		}
 	}
+}
 
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].matched != out[j].matched {
-			return out[i].matched
+// rank orders the candidates: what matched the question first, then by score,
+// facts before turns, then by id.
+func rank(cs []*cand) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].matched != cs[j].matched {
+			return cs[i].matched
 		}
-		a, b := &out[i].item, &out[j].item
+		a, b := &cs[i].item, &cs[j].item
 		if a.Score != b.Score {
 			return a.Score > b.Score
 		}
@@ -436,12 +534,6 @@ func (e *Engine) fuse(p plan, req Request, facts []factRow, evs []evidenceRow, r
 		}
 		return a.ID < b.ID
 	})
-	leadFirst(out, fw.Lead)
-	items := make([]Item, len(out))
-	for i, c := range out {
-		items[i] = c.item
-	}
-	return items
 }
 
 // otherTask multiplies a turn said in another task than the one at hand.

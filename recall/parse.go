@@ -100,75 +100,9 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 	folded := foldKey(q) // for the patterns' prefilters (prefilter.go)
 	if s != nil {
 		for _, pred := range s.AllPredicates() {
-			matched := false
-			for _, re := range pred.MentionRes {
-				if matchString(re, q, folded) {
-					matched = true
-					break
-				}
-			}
-			fallbackOnly := false
-			for _, pt := range pred.Patterns {
-				if pt.Re == nil {
-					continue
-				}
-				if !matchString(pt.Re, q, folded) { // most do not match: no submatches to track for those
-					continue
-				}
-				loc := pt.Re.FindStringSubmatchIndex(q)
-				if pt.Fallback {
-					fallbackOnly = true // generic ("喜欢 X"): a memory-type hint, not this predicate
-					continue
-				}
-				matched = true
-				if pred.Event != nil {
-					p.EntityTypes = addUnique(p.EntityTypes, pred.Event.Entity)
-					if i := pt.Re.SubexpIndex("entity"); i > 0 && loc[2*i] >= 0 {
-						p.EntityIDs = addUnique(p.EntityIDs, q[loc[2*i]:loc[2*i+1]])
-					}
-					if pt.ResolveState != "" {
-						p.States = addUnique(p.States, pt.ResolveState)
-					} else if pred.Event.State != "" {
-						p.States = addUnique(p.States, pred.Event.State)
-					}
-				}
-				break
-			}
-			if !matched && pred.ValueType == schema.ValueEnum {
-				for _, v := range pred.Enum {
-					for _, w := range append([]string{v}, pred.Aliases[v]...) {
-						if containsWord(lower, strings.ToLower(w)) {
-							matched = true
-						}
-					}
-				}
-			}
-			if matched {
-				if pred.Event == nil {
-					p.Predicates = addUnique(p.Predicates, pred.Name)
-				}
-				p.MemoryTypes = addUnique(p.MemoryTypes, pred.MemoryType)
-			} else if fallbackOnly {
-				p.MemoryTypes = addUnique(p.MemoryTypes, pred.MemoryType)
-			}
+			p.predicate(pred, q, lower, folded)
 		}
-		for _, e := range s.Entities {
-			if e.Speaker {
-				continue
-			}
-			words := append(slices.Clone(entityWords[e.Name]), entityNameWords(e.Name)...)
-			for _, w := range words {
-				if containsWord(lower, w) {
-					p.EntityTypes = addUnique(p.EntityTypes, e.Name)
-					break
-				}
-			}
-			for _, st := range e.States {
-				if containsWord(lower, strings.ToLower(strings.ReplaceAll(st, "_", " "))) {
-					p.States = addUnique(p.States, st)
-				}
-			}
-		}
+		p.entities(s, lower)
 		for sc, re := range s.Cues.ScopeRes {
 			if re != nil && matchString(re, q, folded) {
 				p.Scopes = addUnique(p.Scopes, sc)
@@ -200,6 +134,85 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 	}
 	p.Terms = keywordTerms(q, 24)
 	return p
+}
+
+// predicate adds what the question says of pred: the predicate and its memory
+// type when one of its mentions, patterns or enum values matches (an event's
+// entity type, id and state instead of the predicate), or only the memory type
+// when only a generic fallback pattern does.
+func (p *ParsedQuery) predicate(pred *schema.Predicate, q, lower, folded string) {
+	matched := false
+	for _, re := range pred.MentionRes {
+		if matchString(re, q, folded) {
+			matched = true
+			break
+		}
+	}
+	fallbackOnly := false
+	for _, pt := range pred.Patterns {
+		if pt.Re == nil {
+			continue
+		}
+		if !matchString(pt.Re, q, folded) { // most do not match: no submatches to track for those
+			continue
+		}
+		loc := pt.Re.FindStringSubmatchIndex(q)
+		if pt.Fallback {
+			fallbackOnly = true // generic ("喜欢 X"): a memory-type hint, not this predicate
+			continue
+		}
+		matched = true
+		if pred.Event != nil {
+			p.EntityTypes = addUnique(p.EntityTypes, pred.Event.Entity)
+			if i := pt.Re.SubexpIndex("entity"); i > 0 && loc[2*i] >= 0 {
+				p.EntityIDs = addUnique(p.EntityIDs, q[loc[2*i]:loc[2*i+1]])
+			}
+			if pt.ResolveState != "" {
+				p.States = addUnique(p.States, pt.ResolveState)
+			} else if pred.Event.State != "" {
+				p.States = addUnique(p.States, pred.Event.State)
+			}
+		}
+		break
+	}
+	if !matched && pred.ValueType == schema.ValueEnum {
+		for _, v := range pred.Enum {
+			for _, w := range append([]string{v}, pred.Aliases[v]...) {
+				if containsWord(lower, strings.ToLower(w)) {
+					matched = true
+				}
+			}
+		}
+	}
+	if matched {
+		if pred.Event == nil {
+			p.Predicates = addUnique(p.Predicates, pred.Name)
+		}
+		p.MemoryTypes = addUnique(p.MemoryTypes, pred.MemoryType)
+	} else if fallbackOnly {
+		p.MemoryTypes = addUnique(p.MemoryTypes, pred.MemoryType)
+	}
+}
+
+// entities adds the entity types and states the question names by word.
+func (p *ParsedQuery) entities(s *schema.Schema, lower string) {
+	for _, e := range s.Entities {
+		if e.Speaker {
+			continue
+		}
+		words := append(slices.Clone(entityWords[e.Name]), entityNameWords(e.Name)...)
+		for _, w := range words {
+			if containsWord(lower, w) {
+				p.EntityTypes = addUnique(p.EntityTypes, e.Name)
+				break
+			}
+		}
+		for _, st := range e.States {
+			if containsWord(lower, strings.ToLower(strings.ReplaceAll(st, "_", " "))) {
+				p.States = addUnique(p.States, st)
+			}
+		}
+	}
 }
 
 // entityNameWords turns an entity name into English words: ServiceTicket →

@@ -1,0 +1,76 @@
+package recall
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/engramhq/engram/memory"
+)
+
+func fptr(f float64) *float64 { return &f }
+
+// fuse is a pure function of the fusion config and what the retrievers found.
+func TestFuse(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	vis := Visibility{TenantID: "t", UserID: "u", TaskID: "trip", AsOf: now}
+	p := plan{vis: vis, parsed: &ParsedQuery{}}
+	fact := func(id, key string, sc memory.Scope, status memory.FactStatus, rev int, src string, d *float64) factRow {
+		return factRow{ID: id, MemoryKey: key, Revision: rev, Scope: sc, UserID: "u", TaskID: map[bool]string{true: "trip"}[sc == memory.ScopeTask],
+			Subject: "Maya", Predicate: "budget", Status: status, Confidence: 1, ValidFrom: now.Add(-time.Duration(rev) * time.Hour), ObservedAt: now.Add(-time.Hour), Src: src, Rk: 1, D: d}
+	}
+	ev := func(id, src string, rk int, d *float64) evidenceRow {
+		return evidenceRow{ID: id, UserID: "u", SessionID: "s1", OccurredAt: now.Add(-time.Hour), Src: src, Rk: rk, D: d}
+	}
+	facts := []factRow{
+		fact("f-user", "k-user", memory.ScopeUser, memory.FactActive, 1, RetrieverKeyword, fptr(0.5)),
+		fact("f-task", "k-task", memory.ScopeTask, memory.FactActive, 1, RetrieverKeyword, fptr(0.1)),
+		// Two revisions of one key: the ACTIVE one is kept, with the better score.
+		fact("f-old", "k-rev", memory.ScopeUser, memory.FactSuperseded, 2, RetrieverKeyword, fptr(0.4)),
+		fact("f-new", "k-rev", memory.ScopeUser, memory.FactActive, 1, RetrieverKeyword, fptr(0.01)),
+	}
+	evs := []evidenceRow{
+		ev("e-word", RetrieverKeyword, 1, fptr(2.0)),
+		// Near in meaning, but below SemanticMatch: it never leads a turn that matched.
+		ev("e-near", RetrieverSemantic, 1, fptr(0.6)),
+	}
+	fw := DefaultFusion()
+	items := fuse(fw, p, facts, evs, nil)
+	pos := map[string]int{}
+	for i, it := range items {
+		pos[it.ID] = i
+	}
+	if _, ok := pos["f-old"]; ok {
+		t.Errorf("both revisions of a key kept: %v", pos)
+	}
+	if _, ok := pos["f-new"]; !ok {
+		t.Fatalf("the ACTIVE revision is gone: %v", pos)
+	}
+	if pos["f-task"] > pos["f-user"] {
+		t.Errorf("the task's fact must lead the user's of the same predicate: %v", pos)
+	}
+	if !strings.Contains(items[pos["f-task"]].Why, "task scope leads") {
+		t.Errorf("why of the task's fact: %q", items[pos["f-task"]].Why)
+	}
+	if pos["e-near"] != len(items)-1 {
+		t.Errorf("an item no retriever matched must come last: %v", pos)
+	}
+	if !strings.Contains(items[pos["e-near"]].Why, "by no word") {
+		t.Errorf("e-near: %+v", items[pos["e-near"]])
+	}
+	// The same input gives the same list.
+	again := fuse(fw, p, facts, evs, nil)
+	for i := range items {
+		if again[i].ID != items[i].ID || again[i].Score != items[i].Score {
+			t.Fatalf("fuse is not deterministic at %d: %s %v, %s %v", i, items[i].ID, items[i].Score, again[i].ID, again[i].Score)
+		}
+	}
+	// Weights drive it: with no keyword weight the turn found by its words
+	// scores only by its boosts.
+	fw.Keyword = 0
+	for _, it := range fuse(fw, p, facts, evs, nil) {
+		if it.ID == "e-word" && it.Score != 0 {
+			t.Errorf("keyword weight 0: e-word scored %v", it.Score)
+		}
+	}
+}
