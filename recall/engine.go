@@ -134,7 +134,7 @@ type Engine struct {
 	conns connStates
 	// The recall statement for current and past recall (fixed per engine).
 	sqlOnce                       sync.Once
-	sqlCurrent, sqlPast, sqlKnown [4]string // by part
+	sqlCurrent, sqlPast, sqlKnown [4]boundSQL // by part
 }
 
 type schemaEntry struct {

@@ -25,26 +25,17 @@ import (
 // parameters that the plan evaluates once (gating), never by changing the text, so
 // Postgres plans it once per connection instead of once per recall.
 //
-// Parameters:
-//
-//	$1 tenant      $2 user        $3 USER scope visible      $4 session ('' = none)
-//	$5 task ('' = none)           $6 TENANT scope visible    $7 department ('' = none)
-//	$8 agent ('' = none)          $9 as_of                   $10 query vector (NULL = none)
-//	$11 tsquery text              $12 predicates[]           $13 entity ids[]
-//	$14 memory types[]            $15 entity types[]         $16 entity states[]
-//	$17 graph hops                $18 speaker entity type    $19 structured task id ('' = none)
-//	$20 run structured            $21 run graph              $22 run semantic
-//	$23 run keyword
-const stmtParams = 23
+// Parameters are named in the text (@tenant, @as_of, …: the fields of
+// stmtParams) and bound in stmtParams' order ($1 is @tenant); see bindNames.
 
 // Visibility arms of facts: the user's own facts (USER, the named SESSION and
 // TASK) and the shared ones (TENANT, the principal's DEPARTMENT, its AGENT), each
 // with its own index. An arm whose scope is not visible is switched off.
 var factArms = []string{
-	"f.tenant_id = $1 AND f.user_id = $2 AND ((f.scope = 'USER' AND $3) OR ($4 <> '' AND f.scope = 'SESSION' AND f.session_id = $4) OR ($5 <> '' AND f.scope = 'TASK' AND f.task_id = $5))",
-	"$6 AND f.tenant_id = $1 AND f.scope = 'TENANT'",
-	"$7 <> '' AND f.tenant_id = $1 AND f.scope = 'DEPARTMENT' AND f.department_id = $7",
-	"$8 <> '' AND f.tenant_id = $1 AND f.scope = 'AGENT' AND f.agent_id = $8",
+	"f.tenant_id = @tenant AND f.user_id = @user AND ((f.scope = 'USER' AND @user_visible) OR (@session <> '' AND f.scope = 'SESSION' AND f.session_id = @session) OR (@task <> '' AND f.scope = 'TASK' AND f.task_id = @task))",
+	"@tenant_visible AND f.tenant_id = @tenant AND f.scope = 'TENANT'",
+	"@department <> '' AND f.tenant_id = @tenant AND f.scope = 'DEPARTMENT' AND f.department_id = @department",
+	"@agent <> '' AND f.tenant_id = @tenant AND f.scope = 'AGENT' AND f.agent_id = @agent",
 }
 
 // tenantSemCurrent is the semantic arm of TENANT-scope facts in current recall:
@@ -55,7 +46,7 @@ var factArms = []string{
 // iterative scan (hnsw.iterative_scan) keeps walking until the limit is filled or
 // hnsw.max_scan_tuples is reached.
 func tenantSemCurrent(n int) string {
-	return fmt.Sprintf("(SELECT w.id, w.tid, w.d FROM facts_tenant_walk($1, $10::vector, $9, %d) w WHERE $22 AND $6)", n)
+	return fmt.Sprintf("(SELECT w.id, w.tid, w.d FROM facts_tenant_walk(@tenant, @query_vector::vector, @as_of, %d) w WHERE @run_semantic AND @tenant_visible)", n)
 }
 
 // tenantStructured is the structured arm of current TENANT facts: their best n by
@@ -70,33 +61,33 @@ func tenantSemCurrent(n int) string {
 // number the others leave; the same for the memory type alone (priority 1).
 func tenantStructured(tf string, n int) string {
 	cols := "f.id, f.ctid AS tid, f.predicate, f.entity_id, f.task_id, f.memory_type, f.importance AS imp, f.valid_from AS vf"
-	from := "FROM facts f WHERE $20 AND $6 AND f.tenant_id = $1 AND f.scope = 'TENANT' AND " + tf
+	from := "FROM facts f WHERE @run_structured AND @tenant_visible AND f.tenant_id = @tenant AND f.scope = 'TENANT' AND " + tf
 	top := fmt.Sprintf(" ORDER BY f.importance DESC, f.valid_from DESC LIMIT %d", n)
 	pri := strings.ReplaceAll(structuredPriSQL, "f.", "c.")
 	return fmt.Sprintf("(SELECT DISTINCT ON (pri, imp, vf, c.id) c.id, c.tid, %s AS pri, c.imp, c.vf FROM (", pri) +
-		"(SELECT x.* FROM unnest($12::text[]) pr(p) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p" + top + ") x)" +
-		" UNION ALL (SELECT x.* FROM unnest($12::text[]) pr(p) CROSS JOIN unnest($14::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p AND f.memory_type = mt.t" + top + ") x)" +
-		" UNION ALL (SELECT x.* FROM unnest($14::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.memory_type = mt.t" + top + ") x)" +
-		" UNION ALL (SELECT x.* FROM unnest($13::text[]) en(e) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.entity_id <> '' AND f.entity_id = en.e) x)" +
-		" UNION ALL (SELECT " + cols + " " + from + " AND $19 <> '' AND f.task_id <> '' AND f.task_id = $19)" +
+		"(SELECT x.* FROM unnest(@predicates::text[]) pr(p) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest(@predicates::text[]) pr(p) CROSS JOIN unnest(@memory_types::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.predicate = pr.p AND f.memory_type = mt.t" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest(@memory_types::text[]) mt(t) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.memory_type = mt.t" + top + ") x)" +
+		" UNION ALL (SELECT x.* FROM unnest(@entity_ids::text[]) en(e) CROSS JOIN LATERAL (SELECT " + cols + " " + from + " AND f.entity_id <> '' AND f.entity_id = en.e) x)" +
+		" UNION ALL (SELECT " + cols + " " + from + " AND @structured_task <> '' AND f.task_id <> '' AND f.task_id = @structured_task)" +
 		fmt.Sprintf(") c ORDER BY pri DESC, imp DESC, vf DESC, c.id LIMIT %d)", n)
 }
 
-// factTimeSQL keeps the revisions that hold at $9 (see factTime).
+// factTimeSQL keeps the revisions that hold at @as_of (see factTime).
 func factTimeSQL(current bool) string {
 	if current {
-		return "f.status = 'ACTIVE' AND f.valid_from <= $9 AND (f.valid_until IS NULL OR f.valid_until > $9)"
+		return "f.status = 'ACTIVE' AND f.valid_from <= @as_of AND (f.valid_until IS NULL OR f.valid_until > @as_of)"
 	}
-	return "f.valid_from <= $9 AND (f.valid_until IS NULL OR f.valid_until > $9) AND NOT (f.status = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= $9)"
+	return "f.valid_from <= @as_of AND (f.valid_until IS NULL OR f.valid_until > @as_of) AND NOT (f.status = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= @as_of)"
 }
 
-const evidenceVisibleSQL = "e.tenant_id = $1 AND e.user_id = $2 AND e.occurred_at <= $9 AND ($3 OR ($4 <> '' AND e.session_id = $4) OR ($5 <> '' AND e.task_id = $5))"
+const evidenceVisibleSQL = "e.tenant_id = @tenant AND e.user_id = @user AND e.occurred_at <= @as_of AND (@user_visible OR (@session <> '' AND e.session_id = @session) OR (@task <> '' AND e.task_id = @task))"
 
 // tsqSQL is the query's tsquery, made once per statement (an InitPlan): in a
-// generic plan to_tsquery('english', $11) is not folded to a constant, and
+// generic plan to_tsquery('english', @tsquery) is not folded to a constant, and
 // parsing and stemming it again for every row it is compared with cost about
 // 15 µs a row, several milliseconds a recall.
-const tsqSQL = "(SELECT to_tsquery('english', $11))"
+const tsqSQL = "(SELECT to_tsquery('english', @tsquery))"
 
 // Evidence read from indexes (see buildRecallSQL): a user with at least
 // manyTurnsMin turns that are at least 1/manyTurnsShare of all evidence. Below
@@ -108,7 +99,7 @@ const (
 	manyTurnsShare = 200
 )
 
-var manyTurnsSQL = fmt.Sprintf("$3 AND coalesce((SELECT s.docs FROM evidence_stats s WHERE s.tenant_id = $1 AND s.user_id = $2), 0) >= greatest(%d, (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'evidence'::regclass) / %d)", manyTurnsMin, manyTurnsShare)
+var manyTurnsSQL = fmt.Sprintf("@user_visible AND coalesce((SELECT s.docs FROM evidence_stats s WHERE s.tenant_id = @tenant AND s.user_id = @user), 0) >= greatest(%d, (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'evidence'::regclass) / %d)", manyTurnsMin, manyTurnsShare)
 
 // postingsPerTerm is how many turns each query word brings from evidence_postings
 // for a user with many turns: the candidates BM25 scores (each one a row read).
@@ -116,12 +107,12 @@ func postingsPerTerm(n int) int { return n }
 
 // structuredPriSQL is how well a fact matches the question's structure: 4 for
 // a predicate it names, 4 for an entity, 2 for the task, 1 for a memory type.
-const structuredPriSQL = "(f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int"
+const structuredPriSQL = "(f.predicate = ANY(@predicates::text[]))::int * 4 + (f.entity_id = ANY(@entity_ids::text[]))::int * 4 + (@structured_task <> '' AND f.task_id = @structured_task)::int * 2 + (f.memory_type = ANY(@memory_types::text[]))::int"
 
 // structuredPriOrNullSQL is structuredPriSQL where a fact matches the question's
 // predicates, entities, task or memory types, else NULL (entity ids the parser
 // finds are never empty).
-const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY($12::text[]))::int * 4 + (f.entity_id <> '' AND f.entity_id = ANY($13::text[]))::int * 4 + ($19 <> '' AND f.task_id = $19)::int * 2 + (f.memory_type = ANY($14::text[]))::int, 0)"
+const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY(@predicates::text[]))::int * 4 + (f.entity_id <> '' AND f.entity_id = ANY(@entity_ids::text[]))::int * 4 + (@structured_task <> '' AND f.task_id = @structured_task)::int * 2 + (f.memory_type = ANY(@memory_types::text[]))::int, 0)"
 
 // evidenceSemanticSQL is semantic retrieval over evidence (esem). A user with few
 // turns is compared exactly: a turn's distance to the question is that of the
@@ -144,7 +135,7 @@ func evidenceSemanticSQL(semGate string, n int) string {
 	return fmt.Sprintf("esem AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ("+
 		"(SELECT ev.id, ev.tid, least(ev.d, "+bestSentenceSQL("ev.id")+") AS d FROM ev WHERE ev.d IS NOT NULL ORDER BY 3 LIMIT %d) UNION ALL "+
 		"(SELECT h.id, h.tid, least(h.d, "+bestSentenceSQL("h.id")+") AS d FROM ("+
-		"SELECT w.id, w.tid, w.d FROM evidence_walk($1, $2, $10::vector, $9, %d) w WHERE "+semGate+"$22 AND (SELECT many FROM hv)) h)"+
+		"SELECT w.id, w.tid, w.d FROM evidence_walk(@tenant, @user, @query_vector::vector, @as_of, %d) w WHERE "+semGate+"@run_semantic AND (SELECT many FROM hv)) h)"+
 		") y ORDER BY d LIMIT %d) x), ", n, heavyWalk(n), n)
 }
 
@@ -154,7 +145,7 @@ func evidenceSemanticSQL(semGate string, n int) string {
 // statistics read every sentence of the user's for each turn instead (a recall
 // over a never-analysed suite took 7 s: 110,889 lookups of 375 rows each).
 func bestSentenceSQL(id string) string {
-	return "(SELECT min(s.embedding <=> $10::vector) FROM evidence_sentences s WHERE s.tenant_id = $1 AND s.evidence_id = " + id + ")"
+	return "(SELECT min(s.embedding <=> @query_vector::vector) FROM evidence_sentences s WHERE s.tenant_id = @tenant AND s.evidence_id = " + id + ")"
 }
 
 // sessionsKept is how many of the best-matching sessions the statement returns.
@@ -207,20 +198,20 @@ func turnBM25SQL(df, n, tf, dl, avgdl string, b float64) string {
 // build).
 func evidenceKeywordSQL(lexGate string, n int, b, askedWeight float64) string {
 	asked := strconv.FormatFloat(askedWeight, 'f', -1, 64)
-	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace($11, ' | ', ' ')))), "+
+	return fmt.Sprintf("eq AS (SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM unnest(to_tsvector('english', replace(@tsquery, ' | ', ' ')))), "+
 		"ekc AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM eq)::text[]) q(l) CROSS JOIN LATERAL ("+
-		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = $1 AND p.user_id = $2 AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
-		"WHERE "+lexGate+"$23 AND (SELECT many FROM hv)), "+
+		"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = @tenant AND p.user_id = @user AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
+		"WHERE "+lexGate+"@run_keyword AND (SELECT many FROM hv)), "+
 		"em AS MATERIALIZED (SELECT id, tid, sid, at, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM ("+
 		"SELECT id, tid, sid, at, search FROM ev WHERE search IS NOT NULL UNION ALL "+
-		"SELECT e.id, e.tid, e.session_id, e.occurred_at, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = $1 AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
+		"SELECT e.id, e.tid, e.session_id, e.occurred_at, e.search FROM ekc CROSS JOIN LATERAL (SELECT e.*, e.ctid AS tid FROM evidence e WHERE e.tenant_id = @tenant AND e.id = ekc.evidence_id OFFSET 0) e WHERE "+evidenceVisibleSQL+" AND e.search @@ "+tsqSQL+") x), "+
 		"etf AS (SELECT m.id, m.tid, m.sid, m.at, m.dl, u.lexeme, c.tfo, c.tfp, c.tfo + 0.35 * c.tfp AS tf "+
 		"FROM em m CROSS JOIN LATERAL unnest(m.search) u CROSS JOIN LATERAL (SELECT (count(*) FILTER (WHERE w <> 'C' AND w <> 'B') + "+asked+" * count(*) FILTER (WHERE w = 'B'))::float8 AS tfo, "+
 		"(count(*) FILTER (WHERE w = 'C'))::float8 AS tfp FROM unnest(u.weights) w) c "+
 		"WHERE u.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
-		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE $23 AND t.tenant_id = $1 AND t.user_id = $2 AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
+		"edf AS (SELECT t.lexeme, greatest(t.df, 1)::float8 AS df FROM evidence_terms t WHERE @run_keyword AND t.tenant_id = @tenant AND t.user_id = @user AND t.lexeme = ANY((SELECT lx FROM eq)::text[])), "+
 		"en AS (SELECT greatest(coalesce(max(s.docs), 0), 1)::float8 AS n, coalesce(max(s.lex_len)::float8 / nullif(max(s.lex_docs), 0), 1)::float8 AS avgdl "+
-		"FROM evidence_stats s WHERE $23 AND s.tenant_id = $1 AND s.user_id = $2), "+
+		"FROM evidence_stats s WHERE @run_keyword AND s.tenant_id = @tenant AND s.user_id = @user), "+
 		"ekw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC, at DESC, id) AS rk, r FROM (SELECT t.id, t.tid, t.at, "+
 		"sum("+turnBM25SQL("edf.df", "en.n", "t.tf", "t.dl", "en.avgdl", b)+") AS r "+
 		"FROM etf t JOIN edf USING (lexeme) CROSS JOIN en GROUP BY t.id, t.tid, t.at ORDER BY r DESC, t.at DESC, t.id LIMIT %d) x), ", postingsPerTerm(n), n)
@@ -235,7 +226,7 @@ func evidenceKeywordSQL(lexGate string, n int, b, askedWeight float64) string {
 // for a user with many turns, read from indexes, only the turn before counts:
 // the next one would need its position kept with the turn).
 func contextKeywordSQL(n int) string {
-	return "enx AS (SELECT id, lead(id) OVER (PARTITION BY sid ORDER BY at, id) AS nid FROM ev WHERE $23 AND sid <> ''), " +
+	return "enx AS (SELECT id, lead(id) OVER (PARTITION BY sid ORDER BY at, id) AS nid FROM ev WHERE @run_keyword AND sid <> ''), " +
 		"ectf AS (SELECT id, lexeme, sum(tf) AS tf FROM (SELECT id, lexeme, tfo + tfp AS tf FROM etf " +
 		"UNION ALL SELECT x.id, t.lexeme, t.tfo FROM etf t JOIN enx x ON x.nid = t.id WHERE t.tfo > 0) c GROUP BY id, lexeme), " +
 		fmt.Sprintf("ectx AS (SELECT x.id, coalesce(m.tid, ev.tid) AS tid, row_number() OVER (ORDER BY x.r DESC, x.id) AS rk, x.r FROM (SELECT c.id, "+
@@ -253,13 +244,13 @@ func contextKeywordSQL(n int) string {
 // average length the kept statistics (session_stats): the document frequencies
 // are over the matched turns' sessions either way.
 func sessionKeywordSQL(keep int) string {
-	return "ess AS (SELECT sid, count(*)::float8 AS nt FROM ev WHERE $23 AND sid <> '' GROUP BY sid " +
-		"UNION ALL SELECT s.id, greatest(s.turn_count, 1)::float8 FROM sessions s WHERE $23 AND (SELECT many FROM hv) AND s.tenant_id = $1 AND s.user_id = $2 " +
+	return "ess AS (SELECT sid, count(*)::float8 AS nt FROM ev WHERE @run_keyword AND sid <> '' GROUP BY sid " +
+		"UNION ALL SELECT s.id, greatest(s.turn_count, 1)::float8 FROM sessions s WHERE @run_keyword AND (SELECT many FROM hv) AND s.tenant_id = @tenant AND s.user_id = @user " +
 		"AND s.id IN (SELECT sid FROM etf WHERE sid <> '' AND tfo > 0)), " +
 		"esn AS (SELECT CASE WHEN (SELECT many FROM hv) THEN h.n ELSE l.n END AS n, CASE WHEN (SELECT many FROM hv) THEN h.avgnt ELSE l.avgnt END AS avgnt " +
 		"FROM (SELECT greatest(count(*), 1)::float8 AS n, coalesce(avg(nt), 1)::float8 AS avgnt FROM ess WHERE NOT (SELECT many FROM hv)) l CROSS JOIN " +
 		"(SELECT greatest(coalesce(max(s.sessions), 0), 1)::float8 AS n, coalesce(max(s.turns)::float8 / nullif(max(s.sessions), 0), 1)::float8 AS avgnt " +
-		"FROM session_stats s WHERE $23 AND (SELECT many FROM hv) AND s.tenant_id = $1 AND s.user_id = $2) h), " +
+		"FROM session_stats s WHERE @run_keyword AND (SELECT many FROM hv) AND s.tenant_id = @tenant AND s.user_id = @user) h), " +
 		"estf AS (SELECT sid, lexeme, sum(tfo) AS tf FROM etf WHERE sid <> '' AND tfo > 0 GROUP BY sid, lexeme), " +
 		"esdf AS (SELECT lexeme, count(*)::float8 AS df FROM estf GROUP BY lexeme), " +
 		fmt.Sprintf("esess AS (SELECT s.sid, sum("+bm25SQL("d.df", "esn.n", "s.tf", "ss.nt", "esn.avgnt")+") AS r "+
@@ -281,15 +272,15 @@ func buildRecallSQL(current bool, sh sqlShape) string {
 	return buildSQL(current, factTimeSQL(current), sh)
 }
 
-// knownTimeSQL keeps the revisions that, as the memory held them at $24
+// knownTimeSQL keeps the revisions that, as the memory held them at @known_at
 // (transaction time: recorded by then, with the status and validity they had
-// then, from fact_versions when they changed since), hold at $9.
-const knownTimeSQL = "f.recorded_at <= $24 AND EXISTS (SELECT 1 FROM (" +
-	"SELECT f.status AS st, f.valid_from AS vf, f.valid_until AS vu WHERE coalesce(f.changed_at, f.recorded_at) <= $24 " +
-	"UNION ALL SELECT fv.status, fv.valid_from, fv.valid_until FROM fact_versions fv WHERE fv.tenant_id = f.tenant_id AND fv.fact_id = f.id AND fv.held_from <= $24 AND fv.held_until > $24) k " +
-	"WHERE k.vf <= $9 AND (k.vu IS NULL OR k.vu > $9) AND NOT (k.st = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= $9))"
+// then, from fact_versions when they changed since), hold at @as_of.
+const knownTimeSQL = "f.recorded_at <= @known_at AND EXISTS (SELECT 1 FROM (" +
+	"SELECT f.status AS st, f.valid_from AS vf, f.valid_until AS vu WHERE coalesce(f.changed_at, f.recorded_at) <= @known_at " +
+	"UNION ALL SELECT fv.status, fv.valid_from, fv.valid_until FROM fact_versions fv WHERE fv.tenant_id = f.tenant_id AND fv.fact_id = f.id AND fv.held_from <= @known_at AND fv.held_until > @known_at) k " +
+	"WHERE k.vf <= @as_of AND (k.vu IS NULL OR k.vu > @as_of) AND NOT (k.st = 'INVALIDATED' AND f.closed_at IS NOT NULL AND f.closed_at <= @as_of))"
 
-// buildKnownSQL is the statement for recall known at $24 (past recall over the
+// buildKnownSQL is the statement for recall known at @known_at (past recall over the
 // revisions as the memory held them then).
 func buildKnownSQL(sh sqlShape) string {
 	return buildSQL(false, knownTimeSQL, sh)
@@ -336,15 +327,15 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	if part == partSemantic {
 		lexGate = "false AND "
 	}
-	dExpr := "CASE WHEN " + semGate + "$22 AND f.embedding IS NOT NULL THEN f.embedding <=> $10::vector END"
-	rExpr := "CASE WHEN " + lexGate + "$23 AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
-	priExpr := "CASE WHEN " + lexGate + "$20 THEN " + structuredPriOrNullSQL + " END"
+	dExpr := "CASE WHEN " + semGate + "@run_semantic AND f.embedding IS NOT NULL THEN f.embedding <=> @query_vector::vector END"
+	rExpr := "CASE WHEN " + lexGate + "@run_keyword AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
+	priExpr := "CASE WHEN " + lexGate + "@run_structured THEN " + structuredPriOrNullSQL + " END"
 	b.WriteString("vf AS MATERIALIZED (")
 	for i, arm := range arms {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&b, "SELECT %d AS a, f.id, f.ctid AS tid, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE ($22 OR $23 OR $20) AND %s AND %s",
+		fmt.Fprintf(&b, "SELECT %d AS a, f.id, f.ctid AS tid, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE (@run_semantic OR @run_keyword OR @run_structured) AND %s AND %s",
 			i, dExpr, rExpr, priExpr, arm, tf)
 	}
 	b.WriteString("), ")
@@ -367,7 +358,7 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	b.WriteString("kw AS (SELECT id, tid, row_number() OVER (ORDER BY r DESC) AS rk, r FROM (")
 	fromVF("id, tid, r", "r", "r DESC")
 	if current {
-		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, f.ctid, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE $23 AND $6 AND (f.tenant_id || '') = $1 AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, fn)
+		fmt.Fprintf(&b, " UNION ALL (SELECT f.id, f.ctid, ts_rank(f.search, "+tsqSQL+") AS r FROM facts f WHERE @run_keyword AND @tenant_visible AND (f.tenant_id || '') = @tenant AND f.scope = 'TENANT' AND %s AND f.search @@ "+tsqSQL+" ORDER BY r DESC LIMIT %d)", tf, fn)
 	}
 	fmt.Fprintf(&b, ") x ORDER BY r DESC LIMIT %d), ", fn)
 	b.WriteString("st AS (SELECT id, tid, row_number() OVER (ORDER BY pri DESC, imp DESC, vf DESC) AS rk FROM (")
@@ -377,16 +368,16 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	}
 	fmt.Fprintf(&b, ") x ORDER BY pri DESC, imp DESC, vf DESC LIMIT %d), ", fn)
 	// Graph: the user's entities the question names (by id, else by type and
-	// state), then up to $17 edges further in the user's own graph, never back
+	// state), then up to @graph_hops edges further in the user's own graph, never back
 	// through the speaker; the visible facts about what was reached.
-	b.WriteString("seeds AS (SELECT en.type, en.id FROM entities en WHERE $21 AND en.tenant_id = $1 AND en.user_id = $2 AND " +
-		"(en.id = ANY($13::text[]) OR (cardinality($13::text[]) = 0 AND en.type = ANY($15::text[]) AND (cardinality($16::text[]) = 0 OR en.state = ANY($16::text[])))) " +
+	b.WriteString("seeds AS (SELECT en.type, en.id FROM entities en WHERE @run_graph AND en.tenant_id = @tenant AND en.user_id = @user AND " +
+		"(en.id = ANY(@entity_ids::text[]) OR (cardinality(@entity_ids::text[]) = 0 AND en.type = ANY(@entity_types::text[]) AND (cardinality(@entity_states::text[]) = 0 OR en.state = ANY(@entity_states::text[])))) " +
 		"ORDER BY en.updated_at DESC LIMIT 20), ")
 	b.WriteString("walk AS (SELECT type, id, 0 AS depth FROM seeds UNION " +
 		"SELECT nb.type, nb.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (" +
-		"SELECT ed.to_type AS type, ed.to_id AS id FROM edges ed WHERE ed.tenant_id = $1 AND ed.user_id = $2 AND ed.from_type = w.type AND ed.from_id = w.id " +
-		"UNION ALL SELECT ed.from_type, ed.from_id FROM edges ed WHERE ed.tenant_id = $1 AND ed.user_id = $2 AND ed.to_type = w.type AND ed.to_id = w.id" +
-		") nb WHERE w.depth < $17 AND nb.type <> $18), ")
+		"SELECT ed.to_type AS type, ed.to_id AS id FROM edges ed WHERE ed.tenant_id = @tenant AND ed.user_id = @user AND ed.from_type = w.type AND ed.from_id = w.id " +
+		"UNION ALL SELECT ed.from_type, ed.from_id FROM edges ed WHERE ed.tenant_id = @tenant AND ed.user_id = @user AND ed.to_type = w.type AND ed.to_id = w.id" +
+		") nb WHERE w.depth < @graph_hops AND nb.type <> @speaker_type), ")
 	var vis []string
 	for _, a := range factArms {
 		vis = append(vis, "("+a+")")
@@ -396,7 +387,7 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	// visible fact, the tenant's included, and hashed them against the walk.
 	fmt.Fprintf(&b, "gr AS (SELECT id, tid, row_number() OVER (ORDER BY depth, vf DESC) AS rk FROM (SELECT f.id, min(f.tid) AS tid, min(w.depth) AS depth, max(f.vf) AS vf "+
 		"FROM (SELECT DISTINCT type, id, depth FROM walk LIMIT 200) w CROSS JOIN LATERAL (SELECT f.id, f.ctid AS tid, f.valid_from AS vf FROM facts f "+
-		"WHERE f.tenant_id = $1 AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
+		"WHERE f.tenant_id = @tenant AND f.entity_id <> '' AND f.entity_id = w.id AND f.entity_type = w.type AND (%s) AND %s OFFSET 0) f "+
 		"GROUP BY f.id ORDER BY 2, 3 DESC LIMIT %d) g), ", strings.Join(vis, " OR "), tf, fn)
 	// Evidence: a user with few turns (or whose turns are a small share of all
 	// evidence, where a filtered HNSW walk would pass over many others' turns before
@@ -407,9 +398,9 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	fmt.Fprintf(&b, "hv AS (SELECT %s AS many), ", manyTurnsSQL)
 	// ev: the principal's visible turns, read once for both evidence retrievers
 	// (each turn's distance, and its lexemes when it matches the query).
-	edExpr := "CASE WHEN " + semGate + "$22 AND e.embedding IS NOT NULL THEN e.embedding <=> $10::vector END"
-	esExpr := "CASE WHEN " + lexGate + "$23 AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
-	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search, e.session_id AS sid, e.occurred_at AS at FROM evidence e WHERE ($22 OR $23) AND NOT (SELECT many FROM hv) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
+	edExpr := "CASE WHEN " + semGate + "@run_semantic AND e.embedding IS NOT NULL THEN e.embedding <=> @query_vector::vector END"
+	esExpr := "CASE WHEN " + lexGate + "@run_keyword AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
+	fmt.Fprintf(&b, "ev AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search, e.session_id AS sid, e.occurred_at AS at FROM evidence e WHERE (@run_semantic OR @run_keyword) AND NOT (SELECT many FROM hv) AND %s), ", edExpr, esExpr, evidenceVisibleSQL)
 	b.WriteString(evidenceSemanticSQL(semGate, n))
 	// Keyword over evidence: the turn's own words (ekw), its neighbours' (ectx),
 	// its session's (esess).
@@ -446,14 +437,14 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
 		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale "
-	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = $1 AND f.id = fc.id " +
+	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = @tenant AND f.id = fc.id " +
 		"UNION ALL SELECT 'e', ec.hits, 0, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
 		// stale: the turn backs a value superseded by as_of and no value in force then.
-		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id " +
-		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= $9) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
-		"WHERE fe.tenant_id = $1 AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= $9 AND (f2.valid_until IS NULL OR f2.valid_until > $9))) AS stale " +
-		"FROM ec JOIN evidence e ON e.ctid = ec.tid AND e.tenant_id = $1 AND e.id = ec.id")
+		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id " +
+		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= @as_of) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
+		"WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= @as_of AND (f2.valid_until IS NULL OR f2.valid_until > @as_of))) AS stale " +
+		"FROM ec JOIN evidence e ON e.ctid = ec.tid AND e.tenant_id = @tenant AND e.id = ec.id")
 	if part != partSemantic && sess {
 		// The best-matching sessions, one row each: its id and score (see fuse).
 		b.WriteString(" UNION ALL SELECT 'S', r::text, 0, NULL, sid, '', 0, '', '', '', '', sid, '', '', '', '', '', '', '', '', '', '', '', " +
@@ -465,17 +456,17 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 		b.WriteString(" UNION ALL SELECT 't', '', 0, NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
 			"json_build_object('id', t.id, 'userid', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'nextstep', t.next_step, 'lasterror', t.last_error)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
-			"FROM (SELECT * FROM tasks t WHERE $5 <> '' AND t.tenant_id = $1 AND t.id = $5 AND (t.user_id = $2 OR t.user_id = '') LIMIT 1) t " +
+			"FROM (SELECT * FROM tasks t WHERE @task <> '' AND t.tenant_id = @tenant AND t.id = @task AND (t.user_id = @user OR t.user_id = '') LIMIT 1) t " +
 			"UNION ALL SELECT 's', '', 0, NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +
 			"json_build_object('id', s.id, 'userid', s.user_id, 'recent', s.recent, 'summary', s.summary)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
-			"FROM (SELECT * FROM sessions s WHERE $4 <> '' AND s.tenant_id = $1 AND s.id = $4 AND (s.user_id = $2 OR s.user_id = '') LIMIT 1) s")
+			"FROM (SELECT * FROM sessions s WHERE @session <> '' AND s.tenant_id = @tenant AND s.id = @session AND (s.user_id = @user OR s.user_id = '') LIMIT 1) s")
 	}
 	return b.String()
 }
 
 // stmtArgs are the statement's parameters for plan p.
-func stmtArgs(p plan, on retrieverSet) []any {
+func stmtArgs(p plan, on retrieverSet) stmtParams {
 	v := p.vis
 	session, task, dept, agent := "", "", "", ""
 	if v.SessionID != "" && v.allows(memory.ScopeSession) {
@@ -505,20 +496,17 @@ func stmtArgs(p plan, on retrieverSet) []any {
 	if p.vec != nil && on.has(RetrieverSemantic) {
 		vec = p.vec.String()
 	}
-	args := []any{
-		v.TenantID, v.UserID, v.allows(memory.ScopeUser), session,
-		task, v.allows(memory.ScopeTenant), dept,
-		agent, v.AsOf.UTC(), vec,
-		p.tsq, storage.TextArray(q.Predicates), storage.TextArray(q.EntityIDs),
-		storage.TextArray(typeStrs), storage.TextArray(q.EntityTypes), storage.TextArray(q.States),
-		int64(p.hops), p.speaker, v.TaskID,
-		hasSt, hasSeeds, vec != nil,
-		p.tsq != "" && on.has(RetrieverKeyword),
+	return stmtParams{
+		Tenant: v.TenantID, User: v.UserID, UserVisible: v.allows(memory.ScopeUser), Session: session,
+		Task: task, TenantVisible: v.allows(memory.ScopeTenant), Department: dept,
+		Agent: agent, AsOf: v.AsOf.UTC(), QueryVector: vec,
+		TSQuery: p.tsq, Predicates: storage.TextArray(q.Predicates), EntityIDs: storage.TextArray(q.EntityIDs),
+		MemoryTypes: storage.TextArray(typeStrs), EntityTypes: storage.TextArray(q.EntityTypes), EntityStates: storage.TextArray(q.States),
+		GraphHops: int64(p.hops), SpeakerType: p.speaker, StructuredTask: v.TaskID,
+		RunStructured: hasSt, RunGraph: hasSeeds, RunSemantic: vec != nil,
+		RunKeyword: p.tsq != "" && on.has(RetrieverKeyword),
+		KnownAt:    p.knownAt.UTC(), // read by known-at statements only
 	}
-	if !p.knownAt.IsZero() {
-		args = append(args, p.knownAt.UTC()) // $24, known-at statements only
-	}
-	return args
 }
 
 // parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
@@ -939,13 +927,14 @@ func (e *Engine) acquire(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *taskSession) ([]factRow, []evidenceRow, error) {
+func (e *Engine) runPart(ctx context.Context, p plan, params stmtParams, part int, ts *taskSession) ([]factRow, []evidenceRow, error) {
 	release, err := e.acquire(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer release()
-	sql := e.recallSQL(p, part)
+	sql, n := e.recallSQL(p, part)
+	args := params.args(n)
 	var facts []factRow
 	var evs []evidenceRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
@@ -1004,7 +993,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, args []any, part int, ts *
 
 // recallSQL returns the (cached) statement text for current, past or known-at
 // recall.
-func (e *Engine) recallSQL(p plan, part int) string {
+func (e *Engine) recallSQL(p plan, part int) (string, int) {
 	e.sqlOnce.Do(func() {
 		for _, pt := range []int{partAll, partSemantic, partLexical, partExpand} {
 			ctx, sess := e.opts.Fusion.Context > 0, e.opts.Fusion.Session > 0
@@ -1013,24 +1002,38 @@ func (e *Engine) recallSQL(p plan, part int) string {
 				built, sess = partLexical, false
 			}
 			sh := sqlShape{n: e.opts.CandidateLimit, part: built, ctx: ctx, sess: sess, lengthNorm: e.opts.Fusion.KeywordLengthNorm, asked: e.opts.Fusion.Asked}
-			e.sqlCurrent[pt] = buildRecallSQL(true, sh)
-			e.sqlPast[pt] = buildRecallSQL(false, sh)
-			e.sqlKnown[pt] = buildKnownSQL(sh)
+			e.sqlCurrent[pt] = bound(buildRecallSQL(true, sh))
+			e.sqlPast[pt] = bound(buildRecallSQL(false, sh))
+			e.sqlKnown[pt] = bound(buildKnownSQL(sh))
 		}
 	})
+	s := e.sqlPast[part]
 	switch {
 	case !p.knownAt.IsZero():
-		return e.sqlKnown[part]
+		s = e.sqlKnown[part]
 	case p.current:
-		return e.sqlCurrent[part]
+		s = e.sqlCurrent[part]
 	}
-	return e.sqlPast[part]
+	return s.sql, s.params
+}
+
+// boundSQL is a statement's text with its parameters numbered and how many it
+// binds (bindNames).
+type boundSQL struct {
+	sql    string
+	params int
+}
+
+func bound(sql string) boundSQL {
+	s, n := bindNames(sql)
+	return boundSQL{s, n}
 }
 
 // explainRecallSQL prepares the statement under a name on one connection and
 // shows the plan Postgres caches for it (generic) with this request's values.
 func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, options string) (string, error) {
-	args := stmtArgs(p, on)
+	sql, n := e.recallSQL(p, partAll)
+	args := stmtArgs(p, on).args(n)
 	lits := make([]string, len(args))
 	for i, a := range args {
 		lits[i] = literal(a)
@@ -1038,7 +1041,7 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, 
 	var lines []string
 	err := e.onConn(ctx, func(q *connQuerier) error {
 		_ = q.exec(ctx, "DEALLOCATE engram_recall_explain")
-		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+e.recallSQL(p, partAll)); err != nil {
+		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+sql); err != nil {
 			return err
 		}
 		defer func() { _ = q.exec(ctx, "DEALLOCATE engram_recall_explain") }()
