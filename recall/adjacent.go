@@ -73,7 +73,7 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 	defer release()
 	var rows []adjacentRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
-		return q.query(ctx, adjacentSQL, args, func(vals []driver.Value) error {
+		return q.query(ctx, adjacentSQL, args, func(_ []string, vals []driver.Value) error {
 			content := asString(vals[2])
 			if kid := asString(vals[8]); kid != "" {
 				clear, err := e.store.DecryptContent(kid, content)

@@ -433,12 +433,15 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 	// fetched again by a TID scan instead of a primary-key lookup.
 	b.WriteString("fc AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(fc, " UNION ALL ") + ") x GROUP BY id), " +
 		"ec AS (SELECT id, min(tid) AS tid, " + hits + " FROM (" + strings.Join(ec, " UNION ALL ") + ") x GROUP BY id) ")
-	factCols := "SELECT 'f' AS kind, fc.hits, 0, NULL::float8, f.id::text, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
-		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text, f.importance::text, " +
+	// The rows: one per fact, turn, matching session, named task and named
+	// session, told apart by kind; their columns are named by the first arm and
+	// read by name (recallRow).
+	factCols := "SELECT 'fact' AS kind, fc.hits, NULL::float8 AS score, f.id::text AS id, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
+		"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence::text AS confidence, f.importance::text AS importance, " +
 		"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
-		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS ev, '' AS speaker, f.key_id, false AS stale "
+		"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3)::text AS evidence_ids, '' AS speaker, f.key_id, false AS stale "
 	b.WriteString(factCols + "FROM fc JOIN facts f ON f.ctid = fc.tid AND f.tenant_id = @tenant AND f.id = fc.id " +
-		"UNION ALL SELECT 'e', ec.hits, 0, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
+		"UNION ALL SELECT 'evidence', ec.hits, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
 		// stale: the turn backs a value superseded by as_of and no value in force then.
 		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id " +
@@ -447,18 +450,19 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 		"FROM ec JOIN evidence e ON e.ctid = ec.tid AND e.tenant_id = @tenant AND e.id = ec.id")
 	if part != partSemantic && sess {
 		// The best-matching sessions, one row each: its id and score (see fuse).
-		b.WriteString(" UNION ALL SELECT 'S', r::text, 0, NULL, sid, '', 0, '', '', '', '', sid, '', '', '', '', '', '', '', '', '', '', '', " +
+		b.WriteString(" UNION ALL SELECT 'session_match', '', r, sid, '', 0, '', '', '', '', sid, '', '', '', '', '', '', '', '', '', '', '', " +
 			"NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false FROM esess")
 	}
 	if part != partLexical {
 		// The named task and session, each only if it is the user's (or nobody's):
-		// one row each, its fields as JSON in the content column (see taskSession).
-		b.WriteString(" UNION ALL SELECT 't', '', 0, NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
-			"json_build_object('id', t.id, 'userid', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'nextstep', t.next_step, 'lasterror', t.last_error)::text, " +
+		// one row each, its fields as JSON in the content column, keyed by their
+		// column names (taskJSON, sessionJSON).
+		b.WriteString(" UNION ALL SELECT 'task', '', NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
+			"json_build_object('id', t.id, 'user_id', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'next_step', t.next_step, 'last_error', t.last_error)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
 			"FROM (SELECT * FROM tasks t WHERE @task <> '' AND t.tenant_id = @tenant AND t.id = @task AND (t.user_id = @user OR t.user_id = '') LIMIT 1) t " +
-			"UNION ALL SELECT 's', '', 0, NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +
-			"json_build_object('id', s.id, 'userid', s.user_id, 'recent', s.recent, 'summary', s.summary)::text, " +
+			"UNION ALL SELECT 'session', '', NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +
+			"json_build_object('id', s.id, 'user_id', s.user_id, 'recent', s.recent, 'summary', s.summary)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
 			"FROM (SELECT * FROM sessions s WHERE @session <> '' AND s.tenant_id = @tenant AND s.id = @session AND (s.user_id = @user OR s.user_id = '') LIMIT 1) s")
 	}
@@ -617,7 +621,7 @@ func (q *connQuerier) tune(ctx context.Context, settings string) error {
 	if err := q.exec(ctx, settings); err != nil {
 		return err
 	}
-	return q.query1(ctx, "SELECT pg_backend_pid()", nil, func(v []driver.Value) error {
+	return q.query1(ctx, "SELECT pg_backend_pid()", nil, func(_ []string, v []driver.Value) error {
 		q.st.pid = int64(asInt(v[0]))
 		return nil
 	})
@@ -640,9 +644,9 @@ func (q *connQuerier) exec(ctx context.Context, sql string) error {
 // query runs sql (prepared on this connection the first time) with args and calls
 // row for each row. A statement the server no longer has, or whose cached plan a
 // schema change made unusable, is prepared again once.
-func (q *connQuerier) query(ctx context.Context, sql string, args []any, row func(vals []driver.Value) error) error {
+func (q *connQuerier) query(ctx context.Context, sql string, args []any, row func(cols []string, vals []driver.Value) error) error {
 	called := false
-	err := q.query1(ctx, sql, args, func(v []driver.Value) error { called = true; return row(v) })
+	err := q.query1(ctx, sql, args, func(c []string, v []driver.Value) error { called = true; return row(c, v) })
 	if err != nil && !called && ctx.Err() == nil && isStalePrepared(err) {
 		if s, ok := q.st.stmts[sql]; ok {
 			_ = s.Close()
@@ -659,7 +663,7 @@ func isStalePrepared(err error) bool {
 		(strings.Contains(m, "prepared statement") && strings.Contains(m, "does not exist"))
 }
 
-func (q *connQuerier) query1(ctx context.Context, sql string, args []any, row func(vals []driver.Value) error) error {
+func (q *connQuerier) query1(ctx context.Context, sql string, args []any, row func(cols []string, vals []driver.Value) error) error {
 	stmt, ok := q.st.stmts[sql]
 	if !ok {
 		pc, ok := q.dc.(driver.ConnPrepareContext)
@@ -686,7 +690,8 @@ func (q *connQuerier) query1(ctx context.Context, sql string, args []any, row fu
 		return err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, len(rows.Columns()))
+	cols := rows.Columns()
+	vals := make([]driver.Value, len(cols))
 	for {
 		if err := rows.Next(vals); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -694,7 +699,7 @@ func (q *connQuerier) query1(ctx context.Context, sql string, args []any, row fu
 			}
 			return err
 		}
-		if err := row(vals); err != nil {
+		if err := row(cols, vals); err != nil {
 			return err
 		}
 	}
@@ -880,28 +885,27 @@ type taskSession struct {
 	sessions map[string]float64
 }
 
-// row reads a 't' (task) or 's' (session) row of the statement, JSON whose keys
-// are the storage.Task and storage.Session field names, or an 'S' row: a
-// session's id and keyword score.
-func (ts *taskSession) row(v []driver.Value) error {
-	if asString(v[0]) == "S" {
+// row reads a task or session row of the statement (their fields as JSON, see
+// taskJSON and sessionJSON) or a session's keyword score.
+func (ts *taskSession) row(r recallRow) error {
+	switch r.Kind {
+	case rowSessionMatch:
 		if ts.sessions == nil {
 			ts.sessions = map[string]float64{}
 		}
-		ts.sessions[asString(v[4])] = asFloat(v[1])
-		return nil
-	}
-	js := []byte(asString(v[17]))
-	if asString(v[0]) == "t" {
-		ts.task = new(storage.Task)
-		if err := json.Unmarshal(js, ts.task); err != nil {
+		ts.sessions[r.ID] = r.Score
+	case rowTask:
+		var t taskJSON
+		if err := json.Unmarshal([]byte(r.Content), &t); err != nil {
 			return fmt.Errorf("read task: %w", err)
 		}
-		return nil
-	}
-	ts.session = new(storage.Session)
-	if err := json.Unmarshal(js, ts.session); err != nil {
-		return fmt.Errorf("read session: %w", err)
+		ts.task = &storage.Task{ID: t.ID, UserID: t.UserID, Goal: t.Goal, State: t.State, Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
+	case rowSession:
+		var s sessionJSON
+		if err := json.Unmarshal([]byte(r.Content), &s); err != nil {
+			return fmt.Errorf("read session: %w", err)
+		}
+		ts.session = &storage.Session{ID: s.ID, UserID: s.UserID, Recent: s.Recent, Summary: s.Summary}
 	}
 	return nil
 }
@@ -938,49 +942,44 @@ func (e *Engine) runPart(ctx context.Context, p plan, params stmtParams, part in
 	var facts []factRow
 	var evs []evidenceRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
-		return q.query(ctx, sql, args, func(v []driver.Value) error {
-			if k := asString(v[0]); k == "t" || k == "s" || k == "S" {
+		var sc rowScanner
+		return q.query(ctx, sql, args, func(cols []string, v []driver.Value) error {
+			var r recallRow
+			if err := sc.scan(cols, v, &r); err != nil {
+				return err
+			}
+			switch r.Kind {
+			case rowTask, rowSession, rowSessionMatch:
 				if ts == nil {
 					return nil
 				}
-				return ts.row(v)
+				return ts.row(r)
 			}
 			// Content may be sealed at rest (ENGRAM_ENCRYPTION_KEY): open it here, where
 			// it leaves the database; a wrong key is an error, never garbage.
-			if kid := asString(v[29]); kid != "" {
-				clear, err := e.store.DecryptContent(kid, asString(v[17]))
+			if r.KeyID != "" {
+				clear, err := e.store.DecryptContent(r.KeyID, r.Content)
 				if err != nil {
 					return err
 				}
-				v[17] = clear
+				r.Content = clear
 			}
-			hs, err := parseHits(asString(v[1]))
+			hs, err := parseHits(r.Hits)
 			if err != nil {
 				return err
 			}
-			if asString(v[0]) == "e" {
-				r := evidenceRow{
-					ID: asString(v[4]), TenantID: p.vis.TenantID, Kind: "", Content: asString(v[17]), Speaker: asString(v[28]),
-					UserID: asString(v[9]), DepartmentID: asString(v[8]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
-					OccurredAt: asTime(v[23]), Importance: asFloat(v[22]), Stale: asBool(v[30]),
-				}
+			if r.Kind == rowEvidence {
+				ev := r.evidence(p.vis.TenantID)
 				for _, h := range hs {
-					r.Src, r.Rk, r.D = h.src, h.rk, h.d
-					evs = append(evs, r)
+					ev.Src, ev.Rk, ev.D = h.src, h.rk, h.d
+					evs = append(evs, ev)
 				}
 				return nil
 			}
-			r := factRow{
-				ID: asString(v[4]), TenantID: p.vis.TenantID, MemoryKey: asString(v[5]), Revision: asInt(v[6]), Scope: memory.Scope(asString(v[7])),
-				DepartmentID: asString(v[8]), UserID: asString(v[9]), AgentID: asString(v[10]), SessionID: asString(v[11]), TaskID: asString(v[12]),
-				MemoryType: memory.MemoryType(asString(v[13])), Subject: asString(v[14]), Predicate: asString(v[15]), Object: asString(v[16]),
-				Content: asString(v[17]), EntityType: asString(v[18]), EntityID: asString(v[19]), Status: memory.FactStatus(asString(v[20])),
-				Confidence: asFloat(v[21]), Importance: asFloat(v[22]), ValidFrom: asTime(v[23]), ValidUntil: asTimePtr(v[24]),
-				ObservedAt: asTime(v[25]), ClosedAt: asTimePtr(v[26]), Evidence: parseUUIDArray(asString(v[27])),
-			}
+			f := r.fact(p.vis.TenantID)
 			for _, h := range hs {
-				r.Src, r.Rk, r.D = h.src, h.rk, h.d
-				facts = append(facts, r)
+				f.Src, f.Rk, f.D = h.src, h.rk, h.d
+				facts = append(facts, f)
 			}
 			return nil
 		})

@@ -44,7 +44,7 @@ func TestRecallSQLFragments(t *testing.T) {
 			if got := strings.Contains(sql, "esess AS ("); got != c.sess {
 				t.Errorf("sess %v part %d: session scores in the statement: %v", c.sess, part, got)
 			}
-			if got := strings.Contains(sql, "'S', r::text"); got != (c.sess && part != partSemantic) {
+			if got := strings.Contains(sql, "'session_match', '', r,"); got != (c.sess && part != partSemantic) {
 				t.Errorf("sess %v part %d: session rows returned: %v", c.sess, part, got)
 			}
 			if !strings.Contains(sql, "FROM evidence_sentences s") {
