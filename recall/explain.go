@@ -9,14 +9,14 @@ import (
 // retrieverCTEs names the recall statement's retriever CTEs (buildRecallSQL) as
 // the timings report them.
 var retrieverCTEs = map[string]string{
-	"sem":   "sql.semantic.facts",
-	"kw":    "sql.keyword.facts",
-	"st":    "sql.structured.facts",
-	"gr":    "sql.graph.facts",
-	"esem":  "sql.semantic.evidence",
-	"ekw":   "sql.keyword.evidence",
-	"ectx":  "sql.context.evidence",
-	"esess": "sql.session.evidence",
+	"fact_semantic":     "sql.semantic.facts",
+	"fact_keyword":      "sql.keyword.facts",
+	"fact_structured":   "sql.structured.facts",
+	"fact_graph":        "sql.graph.facts",
+	"evidence_semantic": "sql.semantic.evidence",
+	"evidence_keyword":  "sql.keyword.evidence",
+	"evidence_context":  "sql.context.evidence",
+	"evidence_session":  "sql.session.evidence",
 }
 
 type explainNode struct {
@@ -29,9 +29,9 @@ type explainNode struct {
 
 // retrieverTimesFromPlan reads an EXPLAIN (ANALYZE, FORMAT JSON) of the recall
 // statement: the inclusive time of each retriever CTE's scan (what the CTEs it
-// reads cost included: vf and ev, which several retrievers read, count in the
-// first that runs, semantic when it is on), the statement's execution time, and
-// the rest ("rows").
+// reads cost included: visible_facts and visible_evidence, which several
+// retrievers read, count in the first that runs, semantic when it is on), the
+// statement's execution time, and the rest ("rows").
 func retrieverTimesFromPlan(js string) (map[string]time.Duration, error) {
 	var doc []struct {
 		Plan          explainNode `json:"Plan"`

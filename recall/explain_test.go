@@ -9,10 +9,10 @@ func TestRetrieverTimesFromPlan(t *testing.T) {
 	js := `[{"Plan": {"Node Type": "Append", "Actual Total Time": 9.0, "Actual Loops": 1, "Plans": [
 	  {"Node Type": "Nested Loop", "Actual Total Time": 7.0, "Actual Loops": 1, "Plans": [
 	    {"Node Type": "Append", "Plans": [
-	      {"Node Type": "Subquery Scan", "Alias": "sem", "Actual Total Time": 3.0, "Actual Loops": 1,
+	      {"Node Type": "Subquery Scan", "Alias": "fact_semantic", "Actual Total Time": 3.0, "Actual Loops": 1,
 	       "Plans": [{"Node Type": "Subquery Scan", "Alias": "x", "Actual Total Time": 2.5, "Actual Loops": 1}]},
-	      {"Node Type": "Subquery Scan", "Alias": "kw", "Actual Total Time": 1.5, "Actual Loops": 1}]}]},
-	  {"Node Type": "Subquery Scan", "Alias": "ekw", "Actual Total Time": 0.5, "Actual Loops": 2}]},
+	      {"Node Type": "Subquery Scan", "Alias": "fact_keyword", "Actual Total Time": 1.5, "Actual Loops": 1}]}]},
+	  {"Node Type": "Subquery Scan", "Alias": "evidence_keyword", "Actual Total Time": 0.5, "Actual Loops": 2}]},
 	  "Planning Time": 0.1, "Execution Time": 10.0}]`
 	got, err := retrieverTimesFromPlan(js)
 	if err != nil {

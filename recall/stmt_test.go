@@ -38,10 +38,10 @@ func TestRecallSQLFragments(t *testing.T) {
 	for _, c := range []struct{ ctx, sess bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		for _, part := range []int{partAll, partSemantic, partLexical} {
 			sql := buildRecallSQL(true, sqlShape{n: 40, part: part, ctx: c.ctx, sess: c.sess})
-			if got := strings.Contains(sql, "ectx AS ("); got != c.ctx {
+			if got := strings.Contains(sql, "evidence_context AS ("); got != c.ctx {
 				t.Errorf("ctx %v part %d: context retriever in the statement: %v", c.ctx, part, got)
 			}
-			if got := strings.Contains(sql, "esess AS ("); got != c.sess {
+			if got := strings.Contains(sql, "evidence_session AS ("); got != c.sess {
 				t.Errorf("sess %v part %d: session scores in the statement: %v", c.sess, part, got)
 			}
 			if got := strings.Contains(sql, "'session_match', '', r,"); got != (c.sess && part != partSemantic) {
