@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -33,39 +34,45 @@ type adjacentRow struct {
 	Dist   int
 }
 
-// adjacentSQL reads, for each anchor turn ($8), the $7 turns of its session just
-// before and just after it (by time, and by id among turns of the same instant)
-// that the principal may see: the user's ($1, $2) up to as_of ($3), all of them
-// when the USER scope is visible ($4), else those of the visible session ($5) or
-// task ($6), as evidenceVisibleSQL. Each side is an ordered scan of the index on
-// (tenant, user, session, occurred_at), so a long session costs no more than a
-// short one. A fixed text with bind parameters: prepared once per connection.
-const adjacentSQL = "SELECT a.id::text, n.id::text, n.content, n.speaker, n.user_id, n.session_id, n.task_id, n.occurred_at, n.key_id, n.dist " +
+// adjacentSQL reads, for each anchor turn (@anchors), the @span turns of its
+// session just before and just after it (by time, and by id among turns of the
+// same instant) that the principal may see (evidenceVisibleSQL). Each side is an
+// ordered scan of the index on (tenant, user, session, occurred_at), so a long
+// session costs no more than a short one. A fixed text with bind parameters:
+// prepared once per connection.
+var adjacentSQL, adjacentParams = bindNames("SELECT a.id::text AS anchor, n.id::text AS id, n.content, n.speaker, n.user_id, n.session_id, n.task_id, n.occurred_at, n.key_id, n.dist " +
 	"FROM evidence a CROSS JOIN LATERAL (" +
-	"(SELECT x.*, (-row_number() OVER (ORDER BY x.occurred_at DESC, x.id DESC))::int AS dist FROM (" + adjacentSide + " < (a.occurred_at, a.id) ORDER BY e.occurred_at DESC, e.id DESC LIMIT $7) x) " +
+	"(SELECT x.*, (-row_number() OVER (ORDER BY x.occurred_at DESC, x.id DESC))::int AS dist FROM (" + adjacentSide + " < (a.occurred_at, a.id) ORDER BY e.occurred_at DESC, e.id DESC LIMIT @span) x) " +
 	"UNION ALL " +
-	"(SELECT x.*, (row_number() OVER (ORDER BY x.occurred_at, x.id))::int AS dist FROM (" + adjacentSide + " > (a.occurred_at, a.id) ORDER BY e.occurred_at, e.id LIMIT $7) x)" +
-	") n WHERE a.tenant_id = $1 AND a.id = ANY($8::uuid[]) AND a.session_id <> ''"
+	"(SELECT x.*, (row_number() OVER (ORDER BY x.occurred_at, x.id))::int AS dist FROM (" + adjacentSide + " > (a.occurred_at, a.id) ORDER BY e.occurred_at, e.id LIMIT @span) x)" +
+	") n WHERE a.tenant_id = @tenant AND a.id = ANY(@anchors::uuid[]) AND a.session_id <> ''")
 
 const adjacentSide = "SELECT e.id, e.content, e.speaker, e.user_id, e.session_id, e.task_id, e.occurred_at, e.key_id FROM evidence e " +
-	"WHERE e.tenant_id = $1 AND e.user_id = $2 AND e.session_id = a.session_id AND e.occurred_at <= $3 " +
-	"AND ($4 OR ($5 <> '' AND e.session_id = $5) OR ($6 <> '' AND e.task_id = $6)) AND (e.occurred_at, e.id)"
+	"WHERE " + evidenceVisibleSQL + " AND e.session_id = a.session_id AND (e.occurred_at, e.id)"
+
+// adjacentCols is a row of adjacentSQL, read by column name.
+type adjacentCols struct {
+	Anchor     string    `col:"anchor"`
+	ID         string    `col:"id"`
+	Content    string    `col:"content"`
+	Speaker    string    `col:"speaker"`
+	UserID     string    `col:"user_id"`
+	SessionID  string    `col:"session_id"`
+	TaskID     string    `col:"task_id"`
+	OccurredAt time.Time `col:"occurred_at"`
+	KeyID      string    `col:"key_id"`
+	Dist       int       `col:"dist"`
+}
 
 // adjacentRows runs adjacentSQL for the anchors on the engine's read pool (its
 // statement slot, deadline and cancel, as the recall statement's).
 func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, span int) ([]adjacentRow, error) {
-	v := p.vis
-	session, task := "", ""
-	if v.SessionID != "" && v.allows(memory.ScopeSession) {
-		session = v.SessionID
-	}
-	if v.TaskID != "" && v.allows(memory.ScopeTask) {
-		task = v.TaskID
-	}
-	if !v.allows(memory.ScopeUser) && session == "" && task == "" {
+	sp := visibilityParams(p.vis)
+	if !sp.UserVisible && sp.Session == "" && sp.Task == "" {
 		return nil, nil
 	}
-	args := []any{v.TenantID, v.UserID, v.AsOf.UTC(), v.allows(memory.ScopeUser), session, task, int64(span), storage.TextArray(anchors)}
+	sp.Span, sp.Anchors = int64(span), storage.TextArray(anchors)
+	args := sp.args(adjacentParams)
 	release, err := e.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -73,19 +80,23 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 	defer release()
 	var rows []adjacentRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
-		return q.query(ctx, adjacentSQL, args, func(_ []string, vals []driver.Value) error {
-			content := asString(vals[2])
-			if kid := asString(vals[8]); kid != "" {
-				clear, err := e.store.DecryptContent(kid, content)
+		var sc rowScanner[adjacentCols]
+		return q.query(ctx, adjacentSQL, args, func(cols []string, vals []driver.Value) error {
+			var r adjacentCols
+			if err := sc.scan(cols, vals, &r); err != nil {
+				return err
+			}
+			if r.KeyID != "" {
+				clear, err := e.store.DecryptContent(r.KeyID, r.Content)
 				if err != nil {
 					return err
 				}
-				content = clear
+				r.Content = clear
 			}
 			rows = append(rows, adjacentRow{
-				evidenceRow: evidenceRow{ID: asString(vals[1]), TenantID: v.TenantID, Content: content, Speaker: asString(vals[3]),
-					UserID: asString(vals[4]), SessionID: asString(vals[5]), TaskID: asString(vals[6]), OccurredAt: asTime(vals[7])},
-				Anchor: asString(vals[0]), Dist: asInt(vals[9]),
+				evidenceRow: evidenceRow{ID: r.ID, TenantID: p.vis.TenantID, Content: r.Content, Speaker: r.Speaker,
+					UserID: r.UserID, SessionID: r.SessionID, TaskID: r.TaskID, OccurredAt: r.OccurredAt},
+				Anchor: r.Anchor, Dist: r.Dist,
 			})
 			return nil
 		})

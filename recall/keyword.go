@@ -50,10 +50,10 @@ func (k *PostgresKeyword) Search(ctx context.Context, v Visibility, query string
 	tsq := tsQueryText(terms)
 	var out []KeywordHit
 	if len(kinds) == 0 || slices.Contains(kinds, KindFact) {
-		if branches := factBranches(v, "f"); len(branches) > 0 {
+		if branches := factBranches(v); len(branches) > 0 {
 			s := &sqlb{}
 			s.w("SELECT id, r FROM (")
-			branchUnion(s, branches, factTime(v, "f", current),
+			branchUnion(s, branches, factTime(v, current),
 				frag{sql: "f.id, ts_rank(f.search, to_tsquery('english', ?)) AS r", args: []any{tsq}},
 				frag{sql: "f.search @@ to_tsquery('english', ?)", args: []any{tsq}},
 				"r DESC", limit)
@@ -71,7 +71,7 @@ func (k *PostgresKeyword) Search(ctx context.Context, v Visibility, query string
 		}
 	}
 	if len(kinds) == 0 || slices.Contains(kinds, KindEvidence) {
-		if ev, ok := evidenceVisible(v, "e"); ok {
+		if ev, ok := evidenceVisible(v); ok {
 			s := &sqlb{}
 			s.w("SELECT e.id, ts_rank(e.search, to_tsquery('english', ?)) AS r FROM evidence e WHERE ", tsq)
 			s.f(ev)

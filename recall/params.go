@@ -8,11 +8,9 @@ import (
 	"time"
 )
 
-// stmtParams are the recall statement's parameters. The SQL names each by its
-// tag (@tenant); bindNames numbers them in this order ($1 is @tenant), and args
-// gives their values in the same order. A part that does not read a value still
-// names it, so every statement of an engine binds the same list (known_at only
-// the known-at statements, which is why it is last).
+// stmtParams are the parameters of recall's statements. The SQL names each by
+// its tag (@tenant); bindNames numbers the names a text uses in the order it
+// first uses them ($1, $2, …) and args gives their values in that order.
 type stmtParams struct {
 	Tenant string `param:"tenant"`
 	User   string `param:"user"`
@@ -54,14 +52,17 @@ type stmtParams struct {
 	RunKeyword    bool `param:"run_keyword"`
 	// KnownAt is the transaction time of a known-at recall.
 	KnownAt time.Time `param:"known_at"`
+	// Span and Anchors: the turns next to the anchors (adjacentSQL).
+	Span    int64  `param:"span"`
+	Anchors string `param:"anchors"`
 }
 
-// stmtParamIndex numbers stmtParams' names from 1 ($n).
+// stmtParamIndex is the field of stmtParams of each name.
 var stmtParamIndex = func() map[string]int {
 	t := reflect.TypeFor[stmtParams]()
 	m := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
-		m[t.Field(i).Tag.Get("param")] = i + 1
+		m[t.Field(i).Tag.Get("param")] = i
 	}
 	return m
 }()
@@ -69,31 +70,37 @@ var stmtParamIndex = func() map[string]int {
 // paramRe finds @name; "@@" (the text-search match) is no parameter.
 var paramRe = regexp.MustCompile(`@@|@([a-z][a-z_]*)`)
 
-// bindNames replaces each @name in sql by its $n and returns how many
-// parameters the text binds (the highest n). A name stmtParams has not is a
-// mistake in the statement's text: it panics.
-func bindNames(sql string) (string, int) {
-	n := 0
+// bindNames replaces each @name in sql by $n, n counting the names in the order
+// of their first use, and returns the names in that order. A name stmtParams
+// has not is a mistake in the statement's text: it panics.
+func bindNames(sql string) (string, []string) {
+	var names []string
+	num := map[string]int{}
 	out := paramRe.ReplaceAllStringFunc(sql, func(m string) string {
 		if m == "@@" {
 			return m
 		}
-		i, ok := stmtParamIndex[m[1:]]
-		if !ok {
+		name := m[1:]
+		if _, ok := stmtParamIndex[name]; !ok {
 			panic(fmt.Sprintf("recall: the statement names an unknown parameter %s", m))
 		}
-		n = max(n, i)
-		return "$" + strconv.Itoa(i)
+		n, ok := num[name]
+		if !ok {
+			names = append(names, name)
+			n = len(names)
+			num[name] = n
+		}
+		return "$" + strconv.Itoa(n)
 	})
-	return out, n
+	return out, names
 }
 
-// args are the values of the first n parameters, in order.
-func (sp stmtParams) args(n int) []any {
+// args are the values of the named parameters, in order.
+func (sp stmtParams) args(names []string) []any {
 	v := reflect.ValueOf(sp)
-	out := make([]any, n)
-	for i := range n {
-		out[i] = v.Field(i).Interface()
+	out := make([]any, len(names))
+	for i, name := range names {
+		out[i] = v.Field(stmtParamIndex[name]).Interface()
 	}
 	return out
 }

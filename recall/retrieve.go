@@ -148,12 +148,12 @@ func (e *Engine) hydrate(ctx context.Context, p plan, hits []KeywordHit) ([]fact
 	}
 	var frs []factRow
 	var ers []evidenceRow
-	if len(fids) > 0 && len(factBranches(p.vis, "f")) > 0 {
+	if len(fids) > 0 && len(factBranches(p.vis)) > 0 {
 		s := &sqlb{}
 		s.w("SELECT "+factCols+", '"+RetrieverKeyword+"' AS src, 0 AS rk FROM facts f WHERE f.tenant_id = ? AND f.id IN (?) AND (", p.vis.TenantID, bun.In(fids))
-		s.f(factVisible(p.vis, "f"))
+		s.f(factVisible(p.vis))
 		s.w(") AND ")
-		s.f(factTime(p.vis, "f", p.current))
+		s.f(factTime(p.vis, p.current))
 		s.w(" LIMIT 100")
 		if err := e.db.NewRaw(s.b.String(), s.args...).Scan(ctx, &frs); err != nil {
 			return nil, nil, fmt.Errorf("hydrate keyword facts: %w", err)
@@ -162,7 +162,7 @@ func (e *Engine) hydrate(ctx context.Context, p plan, hits []KeywordHit) ([]fact
 			frs[i].Rk = rank[string(KindFact)+frs[i].ID]
 		}
 	}
-	if ev, ok := evidenceVisible(p.vis, "e"); ok && len(eids) > 0 {
+	if ev, ok := evidenceVisible(p.vis); ok && len(eids) > 0 {
 		s := &sqlb{}
 		s.w("SELECT "+evidenceCols+", '"+RetrieverKeyword+"' AS src, 0 AS rk FROM evidence e WHERE e.tenant_id = ? AND e.id IN (?) AND ", p.vis.TenantID, bun.In(eids))
 		s.f(ev)

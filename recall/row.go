@@ -101,35 +101,31 @@ type sessionJSON struct {
 	Summary string         `json:"summary"`
 }
 
-// rowScanner sets a recallRow's fields from a row's values by column name. Its
-// map of columns to fields is made from the first row's columns.
-type rowScanner struct {
+// rowScanner sets the fields of a T (a struct whose fields are tagged with
+// their columns, col:"name") from a row's values by column name. Its map of
+// columns to fields is made from the first row's columns.
+type rowScanner[T any] struct {
 	fields []int // by column: the field's index
 }
 
-var recallRowFields = func() map[string]int {
-	t := reflect.TypeFor[recallRow]()
-	m := map[string]int{}
-	for i := range t.NumField() {
-		m[t.Field(i).Tag.Get("col")] = i
-	}
-	return m
-}()
-
-// scan reads vals (named cols) into r. A column recallRow has no field for is an
-// error: the statement and the struct have drifted apart.
-func (s *rowScanner) scan(cols []string, vals []driver.Value, r *recallRow) error {
+// scan reads vals (named cols) into r. A column T has no field for is an error:
+// the statement and the struct have drifted apart.
+func (s *rowScanner[T]) scan(cols []string, vals []driver.Value, r *T) error {
+	rv := reflect.ValueOf(r).Elem()
 	if s.fields == nil {
+		byName := map[string]int{}
+		for i := range rv.NumField() {
+			byName[rv.Type().Field(i).Tag.Get("col")] = i
+		}
 		s.fields = make([]int, len(cols))
 		for i, c := range cols {
-			f, ok := recallRowFields[c]
+			f, ok := byName[c]
 			if !ok {
 				return fmt.Errorf("recall: the statement's column %q is not read", c)
 			}
 			s.fields[i] = f
 		}
 	}
-	rv := reflect.ValueOf(r).Elem()
 	for i, v := range vals {
 		f := rv.Field(s.fields[i])
 		switch f.Kind() {

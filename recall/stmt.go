@@ -26,24 +26,11 @@ import (
 // Postgres plans it once per connection instead of once per recall.
 //
 // Parameters are named in the text (@tenant, @as_of, …: the fields of
-// stmtParams) and bound in stmtParams' order ($1 is @tenant); see bindNames.
+// stmtParams) and numbered in the order the text first uses them (bindNames).
 
 // stmtArgs are the statement's parameters for plan p.
 func stmtArgs(p plan, on retrieverSet) stmtParams {
 	v := p.vis
-	session, task, dept, agent := "", "", "", ""
-	if v.SessionID != "" && v.allows(memory.ScopeSession) {
-		session = v.SessionID
-	}
-	if v.TaskID != "" && v.allows(memory.ScopeTask) {
-		task = v.TaskID
-	}
-	if v.DepartmentID != "" && v.allows(memory.ScopeDepartment) {
-		dept = v.DepartmentID
-	}
-	if v.AgentID != "" && v.allows(memory.ScopeAgent) {
-		agent = v.AgentID
-	}
 	q := p.parsed
 	types := q.MemoryTypes
 	if v.TaskID != "" {
@@ -59,17 +46,15 @@ func stmtArgs(p plan, on retrieverSet) stmtParams {
 	if p.vec != nil && on.has(RetrieverSemantic) {
 		vec = p.vec.String()
 	}
-	return stmtParams{
-		Tenant: v.TenantID, User: v.UserID, UserVisible: v.allows(memory.ScopeUser), Session: session,
-		Task: task, TenantVisible: v.allows(memory.ScopeTenant), Department: dept,
-		Agent: agent, AsOf: v.AsOf.UTC(), QueryVector: vec,
-		TSQuery: p.tsq, Predicates: storage.TextArray(q.Predicates), EntityIDs: storage.TextArray(q.EntityIDs),
-		MemoryTypes: storage.TextArray(typeStrs), EntityTypes: storage.TextArray(q.EntityTypes), EntityStates: storage.TextArray(q.States),
-		GraphHops: int64(p.hops), SpeakerType: p.speaker, StructuredTask: v.TaskID,
-		RunStructured: hasSt, RunGraph: hasSeeds, RunSemantic: vec != nil,
-		RunKeyword: p.tsq != "" && on.has(RetrieverKeyword),
-		KnownAt:    p.knownAt.UTC(), // read by known-at statements only
-	}
+	sp := visibilityParams(v)
+	sp.QueryVector, sp.TSQuery = vec, p.tsq
+	sp.Predicates, sp.EntityIDs, sp.MemoryTypes = storage.TextArray(q.Predicates), storage.TextArray(q.EntityIDs), storage.TextArray(typeStrs)
+	sp.EntityTypes, sp.EntityStates = storage.TextArray(q.EntityTypes), storage.TextArray(q.States)
+	sp.GraphHops, sp.SpeakerType, sp.StructuredTask = int64(p.hops), p.speaker, v.TaskID
+	sp.RunStructured, sp.RunGraph, sp.RunSemantic = hasSt, hasSeeds, vec != nil
+	sp.RunKeyword = p.tsq != "" && on.has(RetrieverKeyword)
+	sp.KnownAt = p.knownAt.UTC() // read by known-at statements only
+	return sp
 }
 
 // parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
@@ -486,12 +471,12 @@ func (e *Engine) runPart(ctx context.Context, p plan, params stmtParams, part in
 		return nil, nil, err
 	}
 	defer release()
-	sql, n := e.recallSQL(p, part)
-	args := params.args(n)
+	sql, names := e.recallSQL(p, part)
+	args := params.args(names)
 	var facts []factRow
 	var evs []evidenceRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
-		var sc rowScanner
+		var sc rowScanner[recallRow]
 		return q.query(ctx, sql, args, func(cols []string, v []driver.Value) error {
 			var r recallRow
 			if err := sc.scan(cols, v, &r); err != nil {
@@ -541,7 +526,7 @@ func (e *Engine) runPart(ctx context.Context, p plan, params stmtParams, part in
 
 // recallSQL returns the (cached) statement text for current, past or known-at
 // recall.
-func (e *Engine) recallSQL(p plan, part int) (string, int) {
+func (e *Engine) recallSQL(p plan, part int) (string, []string) {
 	e.sqlOnce.Do(func() {
 		for _, pt := range []int{partAll, partSemantic, partLexical, partExpand} {
 			ctx, sess := e.opts.Fusion.Context > 0, e.opts.Fusion.Session > 0
@@ -565,11 +550,11 @@ func (e *Engine) recallSQL(p plan, part int) (string, int) {
 	return s.sql, s.params
 }
 
-// boundSQL is a statement's text with its parameters numbered and how many it
-// binds (bindNames).
+// boundSQL is a statement's text with its parameters numbered and their names
+// in order (bindNames).
 type boundSQL struct {
 	sql    string
-	params int
+	params []string
 }
 
 func bound(sql string) boundSQL {
@@ -580,8 +565,8 @@ func bound(sql string) boundSQL {
 // explainRecallSQL prepares the statement under a name on one connection and
 // shows the plan Postgres caches for it (generic) with this request's values.
 func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, options string) (string, error) {
-	sql, n := e.recallSQL(p, partAll)
-	args := stmtArgs(p, on).args(n)
+	sql, names := e.recallSQL(p, partAll)
+	args := stmtArgs(p, on).args(names)
 	lits := make([]string, len(args))
 	for i, a := range args {
 		lits[i] = literal(a)

@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -14,69 +15,74 @@ type frag struct {
 	args []any
 }
 
-func (f frag) and(o frag) frag {
-	return frag{sql: "(" + f.sql + ") AND (" + o.sql + ")", args: append(slices.Clone(f.args), o.args...)}
-}
-
 // allows reports whether the visibility lets scope sc through: every scope unless
 // Scopes restricts them.
 func (v Visibility) allows(sc memory.Scope) bool {
 	return len(v.Scopes) == 0 || slices.Contains(v.Scopes, sc)
 }
 
-// factBranches splits the facts a principal may see into branches that each have
-// their own index: facts the user owns (USER, and the named SESSION and TASK) and
-// shared facts (TENANT, the principal's DEPARTMENT and AGENT). Every branch carries
-// the tenant. A retriever runs one sub-query per branch, so each is planned against
-// its own, much smaller, set of rows. No branch: nothing is visible.
-func factBranches(v Visibility, alias string) []frag {
-	a := alias + "."
-	var out []frag
-	var own []string
-	var ownArgs []any
-	if v.allows(memory.ScopeUser) {
-		own = append(own, a+"scope = 'USER'")
-	}
+// The visibility rule is written once, as SQL over named parameters: the arms
+// of facts (factArms), their time (factTimeSQL) and the visible turns
+// (evidenceVisibleSQL). The recall statement binds the names as $n (bindNames);
+// the queries built with bun (the external keyword index's search and
+// hydration) bind them as "?" with the same values (bindQ, visibilityParams).
+
+// visibilityParams are the parameters the visibility rule reads: the scopes v
+// lets through, the named session and task, the principal's department and
+// agent, and as_of.
+func visibilityParams(v Visibility) stmtParams {
+	sp := stmtParams{Tenant: v.TenantID, User: v.UserID, UserVisible: v.allows(memory.ScopeUser), TenantVisible: v.allows(memory.ScopeTenant), AsOf: v.AsOf.UTC()}
 	if v.SessionID != "" && v.allows(memory.ScopeSession) {
-		own = append(own, "("+a+"scope = 'SESSION' AND "+a+"session_id = ?)")
-		ownArgs = append(ownArgs, v.SessionID)
+		sp.Session = v.SessionID
 	}
 	if v.TaskID != "" && v.allows(memory.ScopeTask) {
-		own = append(own, "("+a+"scope = 'TASK' AND "+a+"task_id = ?)")
-		ownArgs = append(ownArgs, v.TaskID)
-	}
-	if len(own) > 0 {
-		out = append(out, frag{
-			sql:  a + "tenant_id = ? AND " + a + "user_id = ? AND (" + strings.Join(own, " OR ") + ")",
-			args: append([]any{v.TenantID, v.UserID}, ownArgs...),
-		})
-	}
-	var shared []string
-	var sharedArgs []any
-	if v.allows(memory.ScopeTenant) {
-		shared = append(shared, a+"scope = 'TENANT'")
+		sp.Task = v.TaskID
 	}
 	if v.DepartmentID != "" && v.allows(memory.ScopeDepartment) {
-		shared = append(shared, "("+a+"scope = 'DEPARTMENT' AND "+a+"department_id = ?)")
-		sharedArgs = append(sharedArgs, v.DepartmentID)
+		sp.Department = v.DepartmentID
 	}
 	if v.AgentID != "" && v.allows(memory.ScopeAgent) {
-		shared = append(shared, "("+a+"scope = 'AGENT' AND "+a+"agent_id = ?)")
-		sharedArgs = append(sharedArgs, v.AgentID)
+		sp.Agent = v.AgentID
 	}
-	if len(shared) > 0 {
-		out = append(out, frag{
-			sql:  a + "tenant_id = ? AND " + a + "scope IN ('TENANT', 'DEPARTMENT', 'AGENT') AND (" + strings.Join(shared, " OR ") + ")",
-			args: append([]any{v.TenantID}, sharedArgs...),
-		})
+	return sp
+}
+
+// bindQ is sql with each @name as bun's "?" and sp's value for it.
+func bindQ(sql string, sp stmtParams) frag {
+	var args []any
+	rv := reflect.ValueOf(sp)
+	out := paramRe.ReplaceAllStringFunc(sql, func(m string) string {
+		if m == "@@" {
+			return m
+		}
+		i, ok := stmtParamIndex[m[1:]]
+		if !ok {
+			panic("recall: unknown parameter " + m)
+		}
+		args = append(args, rv.Field(i).Interface())
+		return "?"
+	})
+	return frag{sql: out, args: args}
+}
+
+// factBranches are the arms of factArms that can let a fact through for v
+// (alias f), each with its own index; none: nothing is visible.
+func factBranches(v Visibility) []frag {
+	sp := visibilityParams(v)
+	on := []bool{sp.UserVisible || sp.Session != "" || sp.Task != "", sp.TenantVisible, sp.Department != "", sp.Agent != ""}
+	var out []frag
+	for i, arm := range factArms {
+		if on[i] {
+			out = append(out, bindQ(arm, sp))
+		}
 	}
 	return out
 }
 
 // factVisible is the whole visibility predicate as one condition (used where a
 // query names rows by id, e.g. hydrating hits of an external keyword index).
-func factVisible(v Visibility, alias string) frag {
-	bs := factBranches(v, alias)
+func factVisible(v Visibility) frag {
+	bs := factBranches(v)
 	if len(bs) == 0 {
 		return frag{sql: "false"}
 	}
@@ -89,47 +95,20 @@ func factVisible(v Visibility, alias string) frag {
 	return frag{sql: strings.Join(parts, " OR "), args: args}
 }
 
-// factTime keeps the revisions that hold at v.AsOf. Current recall reads ACTIVE
-// facts whose window covers now; a recall as of a past time reads the revisions
-// valid then, whatever became of them later, except a retraction made before it.
-func factTime(v Visibility, alias string, current bool) frag {
-	a := alias + "."
-	if current {
-		return frag{
-			sql:  a + "status = 'ACTIVE' AND " + a + "valid_from <= ? AND (" + a + "valid_until IS NULL OR " + a + "valid_until > ?)",
-			args: []any{v.AsOf, v.AsOf},
-		}
-	}
-	return frag{
-		sql: a + "valid_from <= ? AND (" + a + "valid_until IS NULL OR " + a + "valid_until > ?)" +
-			" AND NOT (" + a + "status = 'INVALIDATED' AND " + a + "closed_at IS NOT NULL AND " + a + "closed_at <= ?)",
-		args: []any{v.AsOf, v.AsOf, v.AsOf},
-	}
+// factTime keeps the revisions that hold at v.AsOf (factTimeSQL; alias f).
+func factTime(v Visibility, current bool) frag {
+	return bindQ(factTimeSQL(current), visibilityParams(v))
 }
 
 // evidenceVisible: raw evidence (turns, documents, tool results) is personal. A
 // principal sees its own user's evidence up to as_of; when Scopes leaves USER out,
-// only the evidence of the named session or task.
-func evidenceVisible(v Visibility, alias string) (frag, bool) {
-	a := alias + "."
-	base := frag{sql: a + "tenant_id = ? AND " + a + "user_id = ? AND " + a + "occurred_at <= ?", args: []any{v.TenantID, v.UserID, v.AsOf}}
-	if v.allows(memory.ScopeUser) {
-		return base, true
-	}
-	var parts []string
-	var args []any
-	if v.SessionID != "" && v.allows(memory.ScopeSession) {
-		parts = append(parts, a+"session_id = ?")
-		args = append(args, v.SessionID)
-	}
-	if v.TaskID != "" && v.allows(memory.ScopeTask) {
-		parts = append(parts, a+"task_id = ?")
-		args = append(args, v.TaskID)
-	}
-	if len(parts) == 0 {
+// only the evidence of the named session or task (evidenceVisibleSQL; alias e).
+func evidenceVisible(v Visibility) (frag, bool) {
+	sp := visibilityParams(v)
+	if !sp.UserVisible && sp.Session == "" && sp.Task == "" {
 		return frag{}, false
 	}
-	return base.and(frag{sql: strings.Join(parts, " OR "), args: args}), true
+	return bindQ(evidenceVisibleSQL, sp), true
 }
 
 // VisibleFact reports whether a fact with these columns is visible to v: the same
