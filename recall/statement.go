@@ -119,11 +119,11 @@ const structuredPriOrNullSQL = "NULLIF((f.predicate = ANY(@predicates::text[])):
 // every user (generic plans), and a scan by user then read a light user's few
 // sentences by scanning the table (6 ms of a light user's recall beside a user of
 // 100,000 turns, 48,000 sentences: engram bench recall --history).
-func evidenceSemanticSQL(semGate string, n int) string {
+func evidenceSemanticSQL(n int) string {
 	return fmt.Sprintf("evidence_semantic AS (SELECT id, tid, row_number() OVER (ORDER BY d) AS rk, d FROM (SELECT id, tid, d FROM ("+
 		"(SELECT ev.id, ev.tid, least(ev.d, "+bestSentenceSQL("ev.id")+") AS d FROM visible_evidence ev WHERE ev.d IS NOT NULL ORDER BY 3 LIMIT %d) UNION ALL "+
 		"(SELECT h.id, h.tid, least(h.d, "+bestSentenceSQL("h.id")+") AS d FROM ("+
-		"SELECT w.id, w.tid, w.d FROM evidence_walk(@tenant, @user, @query_vector::vector, @as_of, %d) w WHERE "+semGate+"@run_semantic AND (SELECT many FROM many_turns)) h)"+
+		"SELECT w.id, w.tid, w.d FROM evidence_walk(@tenant, @user, @query_vector::vector, @as_of, %d) w WHERE @run_semantic AND (SELECT many FROM many_turns)) h)"+
 		") y ORDER BY d LIMIT %d) x)", n, heavyWalk(n), n)
 }
 
@@ -184,7 +184,7 @@ func turnBM25SQL(df, n, tf, dl, avgdl string, b float64) string {
 // without an order which of them made the last places differed from run to run
 // (one held-out question's recall@10 went from 0 to 1 between two runs of the same
 // build).
-func evidenceKeywordSQL(lexGate string, n int, b, askedWeight float64) []string {
+func evidenceKeywordSQL(n int, b, askedWeight float64) []string {
 	asked := strconv.FormatFloat(askedWeight, 'f', -1, 64)
 	return []string{
 		// query_lexemes: the question's words as the index stems them.
@@ -193,7 +193,7 @@ func evidenceKeywordSQL(lexGate string, n int, b, askedWeight float64) []string 
 		// the postings' cheap score.
 		fmt.Sprintf("posting_turns AS (SELECT DISTINCT p.evidence_id FROM unnest((SELECT lx FROM query_lexemes)::text[]) q(l) CROSS JOIN LATERAL ("+
 			"SELECT p.evidence_id FROM evidence_postings p WHERE p.tenant_id = @tenant AND p.user_id = @user AND p.lexeme = q.l ORDER BY p.w DESC LIMIT %d) p "+
-			"WHERE "+lexGate+"@run_keyword AND (SELECT many FROM many_turns))", postingsPerTerm(n)),
+			"WHERE @run_keyword AND (SELECT many FROM many_turns))", postingsPerTerm(n)),
 		// matched_turns: the turns to score, with their length in lexemes.
 		"matched_turns AS MATERIALIZED (SELECT id, tid, sid, at, search, greatest(length(ts_filter(search, '{a,b,d}')), 1) AS dl FROM (" +
 			"SELECT id, tid, sid, at, search FROM visible_evidence WHERE search IS NOT NULL UNION ALL " +
@@ -269,10 +269,9 @@ func sessionKeywordSQL(keep int) []string {
 // buildRecallSQL is the statement for current (or past) recall with n candidates
 // per retriever.
 //
-// part selects the retrievers the statement returns: partAll, or partSemantic
+// part selects the retrievers the statement has: partAll, or partSemantic
 // (facts and evidence by vector) and partLexical (keyword, structured, graph),
-// which run at the same time on two connections. Every part defines every
-// retriever, so each binds all parameters; Postgres skips what it does not read.
+// which run at the same time on two connections.
 //
 // ctx adds the context retriever (contextKeywordSQL) and sess the session scores
 // (sessionKeywordSQL): each only when its fusion weight is set, so an engine that
@@ -315,29 +314,29 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 		// its own index.
 		st.arms = []string{factArms[0], factArms[2], factArms[3]}
 	}
-	// A part computes only what its retrievers read; the other expressions stay
-	// in the text behind a false gate (folded away when planned), so that every
-	// part still gives each parameter its type.
-	if sh.part == partLexical {
-		st.semGate = "false AND "
+	// A part has only its retrievers' fragments, and its visible rows compute
+	// only what those read (each parameter is bound by the names the text uses).
+	st.semantic, st.lexical = sh.part != partLexical, sh.part != partSemantic
+	ctes := []string{st.visibleFacts()}
+	if st.semantic {
+		ctes = append(ctes, st.factSemantic())
 	}
-	if sh.part == partSemantic {
-		st.lexGate = "false AND "
+	if st.lexical {
+		ctes = append(ctes, st.factKeyword(), st.factStructured())
+		ctes = append(ctes, st.factGraph()...)
 	}
-	ctes := []string{
-		st.visibleFacts(),
-		st.factSemantic(),
-		st.factKeyword(),
-		st.factStructured(),
+	ctes = append(ctes, "many_turns AS (SELECT "+manyTurnsSQL+" AS many)", st.visibleEvidence())
+	if st.semantic {
+		ctes = append(ctes, evidenceSemanticSQL(sh.n))
 	}
-	ctes = append(ctes, st.factGraph()...)
-	ctes = append(ctes, "many_turns AS (SELECT "+manyTurnsSQL+" AS many)", st.visibleEvidence(), evidenceSemanticSQL(st.semGate, sh.n))
-	ctes = append(ctes, evidenceKeywordSQL(st.lexGate, sh.n, sh.lengthNorm, sh.asked)...)
-	if sh.ctx {
-		ctes = append(ctes, contextKeywordSQL(sh.n)...)
-	}
-	if sh.sess {
-		ctes = append(ctes, sessionKeywordSQL(sessionsKept)...)
+	if st.lexical {
+		ctes = append(ctes, evidenceKeywordSQL(sh.n, sh.lengthNorm, sh.asked)...)
+		if sh.ctx {
+			ctes = append(ctes, contextKeywordSQL(sh.n)...)
+		}
+		if sh.sess {
+			ctes = append(ctes, sessionKeywordSQL(sessionsKept)...)
+		}
 	}
 	ctes = append(ctes, hitsSQL(sh.part, sh.ctx)...)
 	return "WITH RECURSIVE\n" + strings.Join(ctes, ",\n") + "\n" + rowsSQL(sh.part, sh.sess)
@@ -345,13 +344,14 @@ func buildSQL(current bool, tf string, sh sqlShape) string {
 
 // stmtText is what the fact retrievers' text depends on: the time filter tf,
 // the visibility arms read, n candidates per evidence retriever and fn per fact
-// retriever, and the part's gates.
+// retriever, and whether the part has the semantic retrievers, the lexical ones
+// (keyword, structured, graph) or both.
 type stmtText struct {
-	current          bool
-	tf               string
-	n, fn            int
-	arms             []string
-	semGate, lexGate string
+	current           bool
+	tf                string
+	n, fn             int
+	arms              []string
+	semantic, lexical bool
 }
 
 // visibleFacts (visible_facts) are the visible facts of the user, its
@@ -361,9 +361,14 @@ type stmtText struct {
 // best fn per arm (a) from it. (Read by each retriever, the same few hundred
 // wide rows were fetched three times, which was most of the statement's time.)
 func (st stmtText) visibleFacts() string {
-	dExpr := "CASE WHEN " + st.semGate + "@run_semantic AND f.embedding IS NOT NULL THEN f.embedding <=> @query_vector::vector END"
-	rExpr := "CASE WHEN " + st.lexGate + "@run_keyword AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
-	priExpr := "CASE WHEN " + st.lexGate + "@run_structured THEN " + structuredPriOrNullSQL + " END"
+	dExpr, rExpr, priExpr := "NULL::float8", "NULL::real", "NULL::int"
+	if st.semantic {
+		dExpr = "CASE WHEN @run_semantic AND f.embedding IS NOT NULL THEN f.embedding <=> @query_vector::vector END"
+	}
+	if st.lexical {
+		rExpr = "CASE WHEN @run_keyword AND (f.search @@ " + tsqSQL + ") IS TRUE THEN ts_rank(f.search, " + tsqSQL + ") END"
+		priExpr = "CASE WHEN @run_structured THEN " + structuredPriOrNullSQL + " END"
+	}
 	arms := make([]string, len(st.arms))
 	for i, arm := range st.arms {
 		arms[i] = fmt.Sprintf("SELECT %d AS a, f.id, f.ctid AS tid, %s AS d, %s AS r, %s AS pri, f.importance AS imp, f.valid_from AS vf FROM facts f WHERE (@run_semantic OR @run_keyword OR @run_structured) AND %s AND %s",
@@ -454,8 +459,13 @@ func factVisibleSQL() string {
 // kept statistics (many_turns, an InitPlan the two branches' one-time filters
 // read), so one generic plan serves both ends.
 func (st stmtText) visibleEvidence() string {
-	edExpr := "CASE WHEN " + st.semGate + "@run_semantic AND e.embedding IS NOT NULL THEN e.embedding <=> @query_vector::vector END"
-	esExpr := "CASE WHEN " + st.lexGate + "@run_keyword AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
+	edExpr, esExpr := "NULL::float8", "NULL::tsvector"
+	if st.semantic {
+		edExpr = "CASE WHEN @run_semantic AND e.embedding IS NOT NULL THEN e.embedding <=> @query_vector::vector END"
+	}
+	if st.lexical {
+		esExpr = "CASE WHEN @run_keyword AND (e.search @@ " + tsqSQL + ") IS TRUE THEN e.search END"
+	}
 	return fmt.Sprintf("visible_evidence AS MATERIALIZED (SELECT e.id, e.ctid AS tid, %s AS d, %s AS search, e.session_id AS sid, e.occurred_at AS at FROM evidence e WHERE (@run_semantic OR @run_keyword) AND NOT (SELECT many FROM many_turns) AND %s)", edExpr, esExpr, evidenceVisibleSQL)
 }
 

@@ -33,22 +33,26 @@ func TestParseHits(t *testing.T) {
 }
 
 // The context and session retrievers are in the statement only when their
-// fusion weights are set; the sentence vectors always are.
+// fusion weights are set, and only in the parts with the lexical retrievers;
+// the sentence vectors are in every part with the semantic ones.
 func TestRecallSQLFragments(t *testing.T) {
 	for _, c := range []struct{ ctx, sess bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		for _, part := range []int{partAll, partSemantic, partLexical} {
 			sql := buildRecallSQL(true, sqlShape{n: 40, part: part, ctx: c.ctx, sess: c.sess})
-			if got := strings.Contains(sql, "evidence_context AS ("); got != c.ctx {
+			if got := strings.Contains(sql, "evidence_context AS ("); got != (c.ctx && part != partSemantic) {
 				t.Errorf("ctx %v part %d: context retriever in the statement: %v", c.ctx, part, got)
 			}
-			if got := strings.Contains(sql, "evidence_session AS ("); got != c.sess {
+			if got := strings.Contains(sql, "evidence_session AS ("); got != (c.sess && part != partSemantic) {
 				t.Errorf("sess %v part %d: session scores in the statement: %v", c.sess, part, got)
 			}
 			if got := strings.Contains(sql, "'session_match', '', r,"); got != (c.sess && part != partSemantic) {
 				t.Errorf("sess %v part %d: session rows returned: %v", c.sess, part, got)
 			}
-			if !strings.Contains(sql, "FROM evidence_sentences s") {
-				t.Errorf("part %d: no sentence vectors", part)
+			if got := strings.Contains(sql, "FROM evidence_sentences s"); got != (part != partLexical) {
+				t.Errorf("part %d: sentence vectors in the statement: %v", part, got)
+			}
+			if strings.Contains(sql, "false AND") {
+				t.Errorf("part %d: a text gate", part)
 			}
 		}
 	}
