@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -28,10 +27,13 @@ import (
 const sourceAdjacent = "adjacent"
 
 // adjacentRow is a turn next to an anchor: dist turns before (< 0) or after it.
+// It is read by column name (evidenceRow's bun tags).
 type adjacentRow struct {
 	evidenceRow
-	Anchor string
-	Dist   int
+	Anchor string `col:"anchor"`
+	Dist   int    `col:"dist"`
+	// KeyID names the key the content is sealed with ('' = in the clear).
+	KeyID string `col:"key_id"`
 }
 
 // adjacentSQL reads, for each anchor turn (@anchors), the @span turns of its
@@ -50,20 +52,6 @@ var adjacentSQL, adjacentParams = bindNames("SELECT a.id::text AS anchor, n.id::
 const adjacentSide = "SELECT e.id, e.content, e.speaker, e.user_id, e.session_id, e.task_id, e.occurred_at, e.key_id FROM evidence e " +
 	"WHERE " + evidenceVisibleSQL + " AND e.session_id = a.session_id AND (e.occurred_at, e.id)"
 
-// adjacentCols is a row of adjacentSQL, read by column name.
-type adjacentCols struct {
-	Anchor     string    `col:"anchor"`
-	ID         string    `col:"id"`
-	Content    string    `col:"content"`
-	Speaker    string    `col:"speaker"`
-	UserID     string    `col:"user_id"`
-	SessionID  string    `col:"session_id"`
-	TaskID     string    `col:"task_id"`
-	OccurredAt time.Time `col:"occurred_at"`
-	KeyID      string    `col:"key_id"`
-	Dist       int       `col:"dist"`
-}
-
 // adjacentRows runs adjacentSQL for the anchors on the engine's read pool (its
 // statement slot, deadline and cancel, as the recall statement's).
 func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, span int) ([]adjacentRow, error) {
@@ -80,9 +68,9 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 	defer release()
 	var rows []adjacentRow
 	err = e.onConn(ctx, func(q *connQuerier) error {
-		var sc rowScanner[adjacentCols]
+		var sc rowScanner[adjacentRow]
 		return q.query(ctx, adjacentSQL, args, func(cols []string, vals []driver.Value) error {
-			var r adjacentCols
+			var r adjacentRow
 			if err := sc.scan(cols, vals, &r); err != nil {
 				return err
 			}
@@ -93,11 +81,8 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 				}
 				r.Content = clear
 			}
-			rows = append(rows, adjacentRow{
-				evidenceRow: evidenceRow{ID: r.ID, TenantID: p.vis.TenantID, Content: r.Content, Speaker: r.Speaker,
-					UserID: r.UserID, SessionID: r.SessionID, TaskID: r.TaskID, OccurredAt: r.OccurredAt},
-				Anchor: r.Anchor, Dist: r.Dist,
-			})
+			r.TenantID = p.vis.TenantID
+			rows = append(rows, r)
 			return nil
 		})
 	})

@@ -382,9 +382,7 @@ func (e *Engine) recall(ctx context.Context, req Request, start, now time.Time) 
 
 	t = time.Now()
 	resp := Response{AsOf: asOf}
-	if task := ts.task; task != nil {
-		resp.Task = &TaskState{TaskID: task.ID, Goal: task.Goal, State: task.State, Done: task.Done, Todo: task.Todo, NextStep: task.NextStep, LastError: task.LastError}
-	}
+	resp.Task = ts.task
 	items := ranked
 	if len(items) > req.K {
 		items = items[:req.K]

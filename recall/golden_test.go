@@ -31,7 +31,7 @@ func TestRecallSQLGolden(t *testing.T) {
 				name string
 				p    plan
 			}{{"current", plan{current: true}}, {"past", plan{}}, {"known", plan{knownAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}} {
-				name := sname + "_" + tm.name + "_" + pname + ".sql"
+				name := sname + "_" + tm.name + "_" + pname + ".golden"
 				sql, names := e.recallSQL(tm.p, part)
 				if known := slices.Contains(names, "known_at"); known != (tm.name == "known") {
 					t.Errorf("%s %s %s: binds known_at: %v", sname, tm.name, pname, known)

@@ -48,7 +48,7 @@ type factRow struct {
 	ValidUntil   *time.Time        `bun:"valid_until"`
 	ObservedAt   time.Time         `bun:"observed_at"`
 	ClosedAt     *time.Time        `bun:"closed_at"`
-	Evidence     []string          `bun:"ev,array"`
+	Evidence     []string          `bun:"evidence_ids,array"`
 	Src          string            `bun:"src"`
 	Rk           int               `bun:"rk"`
 	D            *float64          `bun:"d"` // semantic distance, or keyword (ts_rank) score
@@ -57,7 +57,7 @@ type factRow struct {
 const factCols = "f.id, f.tenant_id, f.memory_key, f.revision, f.scope, f.department_id, f.user_id, f.agent_id, f.session_id, f.task_id, " +
 	"f.memory_type, f.subject, f.predicate, f.object, f.content, f.entity_type, f.entity_id, f.status, f.confidence, f.importance, " +
 	"f.valid_from, f.valid_until, f.observed_at, f.closed_at, " +
-	"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3) AS ev"
+	"array(SELECT fe.evidence_id::text FROM fact_evidence fe WHERE fe.tenant_id = f.tenant_id AND fe.fact_id = f.id ORDER BY fe.created_at DESC LIMIT 3) AS evidence_ids"
 
 // evidenceRow is an evidence row as recall reads it.
 type evidenceRow struct {

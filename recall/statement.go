@@ -520,10 +520,10 @@ func rowsSQL(part int, sess bool) string {
 	}
 	if part != partLexical {
 		// The named task and session, each only if it is the user's (or nobody's):
-		// one row each, its fields as JSON in the content column, keyed by their
-		// column names (taskJSON, sessionJSON).
+		// one row each, its fields as JSON in the content column: the task keyed
+		// as TaskState's JSON, the session by its columns' names (sessionJSON).
 		b.WriteString("\nUNION ALL SELECT 'task', '', NULL, t.id, '', 0, '', '', t.user_id, '', '', t.id, '', '', '', '', " +
-			"json_build_object('id', t.id, 'user_id', t.user_id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'next_step', t.next_step, 'last_error', t.last_error)::text, " +
+			"json_build_object('task_id', t.id, 'goal', t.goal, 'state', t.state, 'done', t.done, 'todo', t.todo, 'next_step', t.next_step, 'last_error', t.last_error)::text, " +
 			"'', '', '', '', '', NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, '{}', '', '', false " +
 			"FROM (SELECT * FROM tasks t WHERE @task <> '' AND t.tenant_id = @tenant AND t.id = @task AND (t.user_id = @user OR t.user_id = '') LIMIT 1) t\n" +
 			"UNION ALL SELECT 'session', '', NULL, s.id, '', 0, '', '', s.user_id, '', s.id, '', '', '', '', '', " +

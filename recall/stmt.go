@@ -413,14 +413,14 @@ func parseHits(s string) ([]hit, error) {
 
 // taskSession is the task and session a recall names, read by its statement.
 type taskSession struct {
-	task    *storage.Task
+	task    *TaskState
 	session *storage.Session
 	// sessions are the best-matching sessions' keyword scores (evidence_session).
 	sessions map[string]float64
 }
 
 // row reads a task or session row of the statement (their fields as JSON, see
-// taskJSON and sessionJSON) or a session's keyword score.
+// TaskState and sessionJSON) or a session's keyword score.
 func (ts *taskSession) row(r recallRow) error {
 	switch r.Kind {
 	case rowSessionMatch:
@@ -429,11 +429,10 @@ func (ts *taskSession) row(r recallRow) error {
 		}
 		ts.sessions[r.ID] = r.Score
 	case rowTask:
-		var t taskJSON
-		if err := json.Unmarshal([]byte(r.Content), &t); err != nil {
+		ts.task = new(TaskState)
+		if err := json.Unmarshal([]byte(r.Content), ts.task); err != nil {
 			return fmt.Errorf("read task: %w", err)
 		}
-		ts.task = &storage.Task{ID: t.ID, UserID: t.UserID, Goal: t.Goal, State: t.State, Done: t.Done, Todo: t.Todo, NextStep: t.NextStep, LastError: t.LastError}
 	case rowSession:
 		var s sessionJSON
 		if err := json.Unmarshal([]byte(r.Content), &s); err != nil {
