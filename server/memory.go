@@ -381,7 +381,7 @@ func rootCause(err error) string {
 // fillPending attaches the candidates of workflow wfID awaiting review to the
 // results of their events.
 func (s *memoryServer) fillPending(ctx context.Context, tenant, wfID string, results []*engramv1.IngestResult) error {
-	cands, err := s.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{Status: memory.CandidateNeedsConfirmation, WorkflowID: wfID})
+	cands, err := s.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{Status: memory.CandidateNeedsConfirmation, Undecided: true, WorkflowID: wfID})
 	if err != nil {
 		return fmt.Errorf("load pending candidates: %w", err)
 	}

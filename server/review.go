@@ -38,7 +38,7 @@ func (s *reviewServer) ListPending(ctx context.Context, req *connect.Request[eng
 	err = s.read(ctx, "list pending", func(ctx context.Context, st *storage.Store) error {
 		var err error
 		if cands, err = st.ListCandidates(ctx, p.TenantID, storage.CandidateFilter{
-			Status: memory.CandidateNeedsConfirmation, UserID: strings.TrimSpace(req.Msg.UserId), Limit: limit}); err != nil {
+			Status: memory.CandidateNeedsConfirmation, Undecided: true, UserID: strings.TrimSpace(req.Msg.UserId), Limit: limit}); err != nil {
 			return fmt.Errorf("list pending: %w", err)
 		}
 		ev, err = st.CandidateEvidenceIDs(ctx, p.TenantID, cands)
@@ -102,6 +102,9 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 	if c.Status != memory.CandidateNeedsConfirmation {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s is %s, not awaiting review", c.ID, c.Status))
 	}
+	if c.ReviewedAt != nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s was already decided by %s at %s; it commits once the other candidates of its write are decided", c.ID, c.Reviewer, c.ReviewedAt.UTC().Format(time.RFC3339)))
+	}
 	if c.WorkflowID == "" {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s has no write workflow to decide in", c.ID))
 	}
@@ -114,6 +117,11 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 	}
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("send review: %w", err))
+	}
+	// Decided, it leaves the pending list now, though its write may wait for the
+	// verdicts of its other candidates before it commits them all.
+	if err := s.Store.MarkDecided(ctx, p.TenantID, c.ID, v.Reviewer, v.Note); err != nil {
+		return nil, toConnect(ctx, err)
 	}
 	s.Logger.InfoContext(ctx, "review decided", "tenant", p.TenantID, "candidate_id", c.ID, "workflow_id", c.WorkflowID, "decision", kind, "reviewer", p.Name)
 	out := &engramv1.DecideResponse{Status: candidateStatusOut(c.Status)}

@@ -3,15 +3,19 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/governance"
+	"github.com/engramhq/engram/write"
 )
 
 // reviewBatch is the 24-event batch: 20 stated budgets (committed at once)
@@ -34,6 +38,7 @@ func reviewBatch(tag string) (evs []*engramv1.Event, review map[int]bool) {
 // A batch whose reviews are awaited answers each event's own status: the 20
 // committed events COMMITTED with their outcomes, the 4 waiting PENDING_REVIEW
 // with their candidates; once reviewed the batch finishes and all 24 are COMMITTED.
+// Each decided candidate leaves the pending list when it is decided.
 func TestBatchStatusesWhileReviewing(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -67,10 +72,48 @@ func TestBatchStatusesWhileReviewing(t *testing.T) {
 		assert.Equal(t, res.Results[i].Status, r.Status, "event %d", i)
 	}
 
-	for _, id := range pending {
+	// A decided candidate leaves the pending list at once, though the batch commits
+	// it only with the others: decided through the API, and through the review
+	// signal the Temporal Web UI sends.
+	listed := func() []string {
+		ps, err := reviewer.ListPending(ctx, "", 0)
+		require.NoError(t, err)
+		var ids []string
+		for _, p := range ps {
+			ids = append(ids, p.CandidateId)
+		}
+		return ids
+	}
+	require.ElementsMatch(t, pending, listed())
+	d, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: pending[0], Decision: engramv1.Decision_DECISION_CONFIRM, Note: "asked", Wait: true})
+	require.NoError(t, err)
+	assert.False(t, d.Committed, "the batch commits once all four are decided")
+	assert.EqualValues(t, 3, d.OthersPending)
+	assert.ElementsMatch(t, pending[1:], listed(), "a confirmed candidate leaves the pending list")
+	_, err = reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: pending[0], Decision: engramv1.Decision_DECISION_REJECT})
+	assert.Equal(t, connect.CodeFailedPrecondition, codeOf(t, err), "a decided candidate cannot be decided again")
+	assert.Contains(t, err.Error(), "already decided by alice")
+
+	require.NoError(t, e.tc.SignalWorkflow(ctx, res.BatchWorkflowId, "", write.SignalReview,
+		write.ReviewRequest{CandidateID: pending[1], Verdict: governance.Verdict{Kind: governance.VerdictReject, Reviewer: "bob-in-the-ui"}}))
+	require.Eventually(t, func() bool { return !slices.Contains(listed(), pending[1]) }, 20*time.Second, 100*time.Millisecond,
+		"a candidate rejected from the Web UI leaves the pending list")
+	assert.ElementsMatch(t, pending[2:], listed())
+
+	for _, id := range pending[2:] {
 		_, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: id, Decision: engramv1.Decision_DECISION_CONFIRM, Wait: true})
 		require.NoError(t, err)
 	}
+	assert.Empty(t, listed())
+	// The decisions stay where they are shown: the confirmed fact's reason names
+	// its reviewer, the rejected user has no seat fact.
+	facts, err := agent.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: evs[5].UserId, Predicate: "seat"})
+	require.NoError(t, err)
+	require.Len(t, facts, 1)
+	assert.Contains(t, facts[0].Reason, "alice")
+	facts, err = agent.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: evs[11].UserId, Predicate: "seat"})
+	require.NoError(t, err)
+	assert.Empty(t, facts, "rejected in the Web UI")
 	done, err := agent.IngestBatch(ctx, evs, client.WaitFor(time.Minute))
 	require.NoError(t, err)
 	for i, r := range done.Results {

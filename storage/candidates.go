@@ -127,6 +127,30 @@ func LinkCandidateEvidence(ctx context.Context, db bun.IDB, tenantID, candidateI
 	return nil
 }
 
+// MarkDecided records a reviewer's verdict on a candidate its write has not
+// committed yet (a write commits once every candidate of it is decided): who, the
+// note and when. The candidate leaves the pending list (CandidateFilter.Undecided)
+// and stays NEEDS_CONFIRMATION until the commit, which records the outcome. A
+// candidate already marked or committed is left as it is.
+func MarkDecided(ctx context.Context, db bun.IDB, tenantID, id, reviewer, note string) error {
+	if err := checkTenant(tenantID); err != nil {
+		return err
+	}
+	_, err := db.NewUpdate().Model((*Candidate)(nil)).
+		Set("reviewer = ?, review_note = ?, reviewed_at = now(), updated_at = now()", reviewer, note).
+		Where("tenant_id = ? AND id = ? AND status = ? AND reviewed_at IS NULL", tenantID, id, memory.CandidateNeedsConfirmation).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mark candidate decided: %w", err)
+	}
+	return nil
+}
+
+// MarkDecided is MarkDecided on the store's connection.
+func (s *Store) MarkDecided(ctx context.Context, tenantID, id, reviewer, note string) error {
+	return MarkDecided(ctx, s.conn(ctx), tenantID, id, reviewer, note)
+}
+
 // GetCandidate loads one candidate of the tenant.
 func (s *Store) GetCandidate(ctx context.Context, tenantID, id string) (*Candidate, error) {
 	if err := checkTenant(tenantID); err != nil {
@@ -143,7 +167,10 @@ type CandidateFilter struct {
 	EventID    string
 	WorkflowID string
 	UserID     string
-	Limit      int // at most this many (capped at 1000); 0: all
+	// Undecided leaves out candidates a reviewer has decided (MarkDecided) whose
+	// write has not committed them yet: what still awaits a reviewer.
+	Undecided bool
+	Limit     int // at most this many (capped at 1000); 0: all
 }
 
 // ListCandidates lists a tenant's candidates matching f, oldest first.
@@ -175,10 +202,16 @@ func ListCandidates(ctx context.Context, db bun.IDB, tenantID string, f Candidat
 			name += " " + c.col
 		}
 	}
+	if f.Undecided {
+		name += " undecided"
+	}
 	text := preparedText(db, name, func(db bun.IDB, p []any) string {
 		q := db.NewSelect().Model((*Candidate)(nil)).Where("tenant_id = ?", p[0])
 		for i, c := range cols {
 			q = q.Where("? = ?", bun.Ident(c), p[2+i])
+		}
+		if f.Undecided {
+			q = q.Where("reviewed_at IS NULL")
 		}
 		return q.Order("created_at", "id").String() + " LIMIT $2"
 	}, len(args))

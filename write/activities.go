@@ -1392,6 +1392,26 @@ func truncateReason(reason string) string {
 	return reason
 }
 
+// MarkDecidedInput names the candidates of a write that reviewers decided while it
+// waits for the verdicts of its others.
+type MarkDecidedInput struct {
+	TenantID string          `json:"tenant_id"`
+	Decided  []ReviewRequest `json:"decided"`
+}
+
+// MarkDecided records each verdict on its candidate (storage.MarkDecided), so a
+// decided candidate leaves the pending list before its write commits. Idempotent.
+func (a *MemoryActivities) MarkDecided(ctx context.Context, in MarkDecidedInput) error {
+	return a.Store.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		for _, d := range in.Decided {
+			if err := storage.MarkDecided(ctx, tx, in.TenantID, d.CandidateID, d.Reviewer, d.Note); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // MarkEvent sets an event's status (UNPARSED when extraction never validated).
 func (a *MemoryActivities) MarkEvent(ctx context.Context, in MarkEventInput) error {
 	return a.Store.SetEventStatus(ctx, in.TenantID, in.EventID, in.Status, truncateReason(in.Reason))

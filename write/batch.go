@@ -212,7 +212,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		}
 		soFar.count()
 		rv.soFar = soFar
-		if err := awaitReview(ctx, rv, opts.ReviewTimeout); err != nil {
+		if err := awaitReview(ctx, first.TenantID, rv, opts.ReviewTimeout); err != nil {
 			return out, err
 		}
 		for _, w := range ws {

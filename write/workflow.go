@@ -261,7 +261,7 @@ func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (re
 			upsertSubject(ctx, ev) // reviewers filter a tenant's pending writes
 		}
 		rv.soFar = w.soFar()
-		if err := awaitReview(ctx, rv, in.ReviewTimeout); err != nil {
+		if err := awaitReview(ctx, ev.TenantID, rv, in.ReviewTimeout); err != nil {
 			return w.res, err
 		}
 		if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
@@ -539,6 +539,8 @@ type reviewState struct {
 	// waiting is true while the workflow waits for reviews (what UpdateOutcome
 	// answers PendingReview for).
 	waiting bool
+	// marked are the verdicts recorded in Postgres (MarkDecided), by candidate id.
+	marked map[string]bool
 	// soFar is the workflow's result so far (a MemoryWriteResult or a
 	// MemoryWriteBatchResult), which UpdateOutcome answers with while it waits.
 	soFar any
@@ -649,19 +651,56 @@ func registerReview(ctx workflow.Context, ch workflow.ReceiveChannel, rv *review
 	return workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingCandidate, error) { return rv.pendingList(), nil })
 }
 
+// reviewMarksChange (workflow.GetVersion): a write waiting for reviews records each
+// verdict in Postgres as it arrives (MarkDecided), where a candidate decided from the
+// Web UI stayed on the pending list until the write's last candidate was decided.
+const (
+	reviewMarksChange  = "review-marks"
+	reviewMarksVersion = 1
+)
+
+// markDecided records the verdicts received and not yet recorded. A failure is
+// logged: the commit records every verdict anyway.
+func (r *reviewState) markDecided(ctx workflow.Context, tenant string) {
+	in := MarkDecidedInput{TenantID: tenant}
+	for _, p := range r.pending {
+		if v, ok := r.verdicts[p.CandidateID]; ok && !r.marked[p.CandidateID] {
+			in.Decided = append(in.Decided, ReviewRequest{CandidateID: p.CandidateID, Verdict: v})
+		}
+	}
+	if len(in.Decided) == 0 {
+		return
+	}
+	var a *MemoryActivities
+	if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.MarkDecided, in).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("verdicts not recorded before the commit", "error", err)
+		return
+	}
+	if r.marked == nil {
+		r.marked = map[string]bool{}
+	}
+	for _, d := range in.Decided {
+		r.marked[d.CandidateID] = true
+	}
+}
+
 // awaitReview waits, when any candidate needs confirmation, for a verdict per
 // candidate through the review signal or update, until the timeout; then the
 // schema's default applies to what is left.
-func awaitReview(ctx workflow.Context, rv *reviewState, timeout time.Duration) error {
+func awaitReview(ctx workflow.Context, tenant string, rv *reviewState, timeout time.Duration) error {
 	deadline := rv.deadline
 	if len(rv.pending) == 0 {
 		return nil
 	}
+	marks := workflow.GetVersion(ctx, reviewMarksChange, workflow.DefaultVersion, reviewMarksVersion) >= reviewMarksVersion
 	rv.waiting = true
 	defer func() { rv.waiting = false }()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SearchAttrReview.ValueSet(ReviewPending))
 	workflow.SetCurrentDetails(ctx, rv.details(deadline))
 	for {
+		if marks {
+			rv.markDecided(ctx, tenant)
+		}
 		n := len(rv.pendingList())
 		nRejected := len(rv.rejected)
 		ok, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool {
