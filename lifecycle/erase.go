@@ -44,7 +44,7 @@ type EraseBeginInput struct {
 
 // BeginErasure records the RUNNING tombstone; from then on writes are refused.
 func (a *EraseActivities) BeginErasure(ctx context.Context, in EraseBeginInput) (storage.Tombstone, error) {
-	t, err := a.Store.BeginErasure(ctx, in.Subject, in.RequestedBy, in.Reason, in.WorkflowID)
+	t, err := a.Store.BeginErasure(ctx, in.Subject, in.RequestedBy, in.Reason, in.WorkflowID, runID(ctx))
 	if err != nil {
 		return storage.Tombstone{}, err
 	}
@@ -207,9 +207,19 @@ func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInp
 
 // FinishErasure marks the tombstone DONE and returns it.
 func (a *EraseActivities) FinishErasure(ctx context.Context, subj storage.ErasureSubject) (storage.Tombstone, error) {
-	t, err := a.Store.FinishErasure(ctx, subj)
+	t, err := a.Store.FinishErasure(ctx, subj, runID(ctx))
 	if err != nil {
 		return storage.Tombstone{}, err
 	}
 	return *t, nil
+}
+
+// runID is the erasure run an activity belongs to: the key of its request
+// (storage.ErasureRequest). Read from the activity, so the workflow's inputs and
+// history stay as they were.
+func runID(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	return activity.GetInfo(ctx).WorkflowExecution.RunID
 }

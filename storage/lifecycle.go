@@ -83,14 +83,58 @@ func (s ErasureSubject) validate() error {
 	return nil
 }
 
-// BeginErasure records (or re-opens) the tombstone of a subject in state RUNNING.
-// From then on ErasureInProgress reports true and the write path refuses the
-// subject. It is idempotent: the same workflow calling again changes nothing; a
-// new request after a finished erasure starts a new one (counts are reset).
-func (s *Store) BeginErasure(ctx context.Context, subj ErasureSubject, requestedBy, reason, workflowID string) (*Tombstone, error) {
+// ErasureRequest is one request to erase a subject, kept for good: who asked, when
+// and why, and, once its erasure finished, when and what it removed. The tombstone
+// is the subject's erasure state, reopened by each new request.
+type ErasureRequest struct {
+	bun.BaseModel `bun:"table:erasure_requests"`
+
+	ID          int64            `bun:"id,pk,autoincrement" json:"id"`
+	TenantID    string           `bun:"tenant_id,notnull" json:"tenantId"`
+	SubjectType string           `bun:"subject_type,notnull" json:"subjectType"`
+	SubjectID   string           `bun:"subject_id,notnull" json:"subjectId"`
+	RequestedBy string           `bun:"requested_by,notnull" json:"requestedBy"`
+	Reason      string           `bun:"reason,notnull" json:"reason"`
+	RequestedAt time.Time        `bun:"requested_at,nullzero,notnull,default:current_timestamp" json:"requestedAt"`
+	WorkflowID  string           `bun:"workflow_id,notnull" json:"workflowId"`
+	RunID       string           `bun:"run_id,notnull" json:"runId"`
+	Status      string           `bun:"status,notnull" json:"status"`
+	Counts      map[string]int64 `bun:"counts,type:jsonb,notnull" json:"counts"`
+	FinishedAt  *time.Time       `bun:"finished_at" json:"finishedAt,omitempty"`
+}
+
+// BeginErasure records (or re-opens) the tombstone of a subject in state RUNNING,
+// and appends the request of the erasure run runID (ErasureRequest) unless it is
+// recorded. From then on ErasureInProgress reports true and the write path refuses
+// the subject. It is idempotent: the same workflow calling again changes nothing; a
+// new request after a finished erasure starts a new one (counts are reset), and
+// the earlier requests stay.
+func (s *Store) BeginErasure(ctx context.Context, subj ErasureSubject, requestedBy, reason, workflowID, runID string) (*Tombstone, error) {
 	if err := subj.validate(); err != nil {
 		return nil, err
 	}
+	var t *Tombstone
+	err := s.InTx(ctx, func(ctx context.Context, _ bun.Tx) error {
+		var err error
+		if t, err = s.beginErasure(ctx, subj, requestedBy, reason, workflowID); err != nil {
+			return err
+		}
+		if runID == "" {
+			return nil
+		}
+		r := &ErasureRequest{TenantID: subj.TenantID, SubjectType: subj.Type(), SubjectID: subj.ID(), RequestedBy: requestedBy, Reason: reason,
+			RequestedAt: t.RequestedAt, WorkflowID: workflowID, RunID: runID, Status: ErasureRunning, Counts: map[string]int64{}}
+		_, err = s.conn(ctx).NewInsert().Model(r).
+			On("CONFLICT (tenant_id, subject_type, subject_id, run_id) WHERE run_id <> '' DO NOTHING").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("record erasure request: %w", err)
+		}
+		return nil
+	})
+	return t, err
+}
+
+func (s *Store) beginErasure(ctx context.Context, subj ErasureSubject, requestedBy, reason, workflowID string) (*Tombstone, error) {
 	t := &Tombstone{TenantID: subj.TenantID, SubjectType: subj.Type(), SubjectID: subj.ID(), RequestedBy: requestedBy,
 		Reason: reason, Status: ErasureRunning, Counts: map[string]int64{}, WorkflowID: workflowID, StepsDone: []string{}}
 	// The same workflow retrying keeps its progress; anything else starts over.
@@ -170,17 +214,47 @@ func (s *Store) RecordErasureStep(ctx context.Context, subj ErasureSubject, step
 }
 
 // FinishErasure marks the tombstone DONE: writes for the subject are accepted again
-// (a returning user starts from nothing).
-func (s *Store) FinishErasure(ctx context.Context, subj ErasureSubject) (*Tombstone, error) {
+// (a returning user starts from nothing). The request of the erasure run runID (an
+// erasure begun before requests were kept: the one the tombstone remembers) is
+// DONE too, with the tombstone's counts.
+func (s *Store) FinishErasure(ctx context.Context, subj ErasureSubject, runID string) (*Tombstone, error) {
 	if err := subj.validate(); err != nil {
 		return nil, err
 	}
-	_, err := s.conn(ctx).NewUpdate().Model((*Tombstone)(nil)).Set("status = 'DONE', finished_at = coalesce(finished_at, now())").
-		Where("tenant_id = ? AND subject_type = ? AND subject_id = ?", subj.TenantID, subj.Type(), subj.ID()).Exec(ctx)
+	err := s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		_, err := tx.NewUpdate().Model((*Tombstone)(nil)).Set("status = 'DONE', finished_at = coalesce(finished_at, now())").
+			Where("tenant_id = ? AND subject_type = ? AND subject_id = ?", subj.TenantID, subj.Type(), subj.ID()).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("finish erasure: %w", err)
+		}
+		_, err = tx.NewRaw(`UPDATE erasure_requests r SET status = 'DONE', counts = t.counts, finished_at = coalesce(r.finished_at, t.finished_at)
+			FROM tombstones t
+			WHERE t.tenant_id = ? AND t.subject_type = ? AND t.subject_id = ?
+			  AND r.tenant_id = t.tenant_id AND r.subject_type = t.subject_type AND r.subject_id = t.subject_id
+			  AND r.status = 'RUNNING' AND (r.run_id = ? OR r.run_id = '' AND r.workflow_id = t.workflow_id)`,
+			subj.TenantID, subj.Type(), subj.ID(), runID).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("finish erasure request: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("finish erasure: %w", err)
+		return nil, err
 	}
 	return s.GetTombstone(ctx, subj)
+}
+
+// ListErasureRequests lists every erasure request of a tenant, newest first.
+func (s *Store) ListErasureRequests(ctx context.Context, tenantID string) ([]ErasureRequest, error) {
+	if err := checkTenant(tenantID); err != nil {
+		return nil, err
+	}
+	out := []ErasureRequest{}
+	err := s.conn(ctx).NewSelect().Model(&out).Where("tenant_id = ?", tenantID).Order("requested_at DESC", "id DESC").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list erasure requests: %w", err)
+	}
+	return out, nil
 }
 
 // ErasureSteps are the Postgres steps of an erasure, in the order they must run:

@@ -23,7 +23,8 @@ func auditCmd() *cobra.Command {
 		Short: "List who read a user's memories (principal, purpose, query, facts and evidence returned)",
 		Long: `Every recall and read records an access-log row: the principal (API key owner), the
 purpose it gave, the user whose memory was read, the query and the ids returned.
---erasures lists the tenant's erasure tombstones instead (who asked, when, counts).`,
+--erasures lists the tenant's erasure requests instead, every one (who asked, when,
+why, when it finished, counts).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(tenant) == "" {
@@ -36,7 +37,7 @@ purpose it gave, the user whose memory was read, the query and the ids returned.
 			defer st.Close()
 			out := cmd.OutOrStdout()
 			if erasures {
-				ts, err := st.ListTombstones(cmd.Context(), tenant)
+				ts, err := st.ListErasureRequests(cmd.Context(), tenant)
 				if err != nil {
 					return err
 				}
@@ -91,6 +92,6 @@ purpose it gave, the user whose memory was read, the query and the ids returned.
 	cmd.Flags().StringVar(&since, "since", "", "only reads within this duration (e.g. 720h)")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "rows at most")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (with every fact and evidence id)")
-	cmd.Flags().BoolVar(&erasures, "erasures", false, "list the tenant's erasure tombstones instead")
+	cmd.Flags().BoolVar(&erasures, "erasures", false, "list the tenant's erasure requests instead (who asked, when, why)")
 	return cmd
 }

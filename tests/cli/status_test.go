@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,11 +17,13 @@ import (
 )
 
 // TestTrueStatuses: what the CLI reports is what happened (issue 50): each event of a
-// batch its own status.
+// batch its own status, a decided candidate off the pending list, every erasure
+// request in the audit.
 func TestTrueStatuses(t *testing.T) {
 	s := startServe(t)
 	tenant := "status-" + testenv.RandomID(6)
 	agent := s.key(tenant, "travel-agent", "agent")
+	reviewer := s.key(tenant, "alice", "reviewer")
 
 	t.Run("a batch waiting for review reports each event's own status", func(t *testing.T) {
 		// 20 stated budgets commit at once; 4 inferred seat preferences (one user
@@ -72,5 +75,39 @@ func TestTrueStatuses(t *testing.T) {
 			}
 			assert.Equal(t, want, str(m, "results", i, "status"), "event %d", i)
 		}
+
+		// A confirmed candidate leaves review list at once, though the batch
+		// commits it only with the other three.
+		pending := regexp.MustCompile(`(?m)^([0-9a-f-]{36})\s`).FindAllStringSubmatch(out, -1)
+		require.Len(t, pending, 4, out)
+		first, second := pending[0][1], pending[1][1]
+		list := s.as(reviewer, "review", "list").ok(t, "review list")
+		assert.Contains(t, list, first)
+		done := s.as(reviewer, "review", "confirm", first, "--note", "asked the user").ok(t, "review confirm")
+		assert.Contains(t, done, "commits once 3 other candidate(s) of the same write are decided")
+		list = s.as(reviewer, "review", "list").ok(t, "review list after confirm")
+		assert.NotContains(t, list, first, "a confirmed candidate leaves review list")
+		assert.Contains(t, list, second)
+		r := s.as(reviewer, "review", "reject", first)
+		assert.NotEqual(t, 0, r.code)
+		assert.Contains(t, r.stderr, "already decided by alice")
+	})
+
+	t.Run("every erasure request is kept and listed", func(t *testing.T) {
+		for _, req := range [][2]string{{"dpo@example.com", "ticket 42"}, {"support-lead", "ticket 43"}} {
+			s.as(agent, "ingest", "--user", "gone", "--schema", "travel", "--text", "预算不超过8000元", "--wait").ok(t, "ingest before erasure")
+			s.engram(nil, "erase", "--tenant", tenant, "--user", "gone", "--requested-by", req[0], "--reason", req[1], "--wait").ok(t, "erase")
+		}
+		out := s.engram(nil, "audit", "--tenant", tenant, "--erasures").ok(t, "audit --erasures")
+		for _, want := range []string{"dpo@example.com", "ticket 42", "support-lead", "ticket 43"} {
+			assert.Contains(t, out, want)
+		}
+		assert.Equal(t, 2, strings.Count(out, "USER gone"), out)
+		var rows []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(s.engram(nil, "audit", "--tenant", tenant, "--erasures", "--json").ok(t, "audit --erasures --json")), &rows))
+		require.Len(t, rows, 2)
+		assert.Equal(t, "support-lead", rows[0]["requestedBy"], "newest first")
+		assert.Equal(t, "dpo@example.com", rows[1]["requestedBy"])
+		assert.Equal(t, "ticket 42", rows[1]["reason"])
 	})
 }

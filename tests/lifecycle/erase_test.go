@@ -177,7 +177,7 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 
 	// Nothing of theirs in any table but the tombstone.
 	left := e.rowsMentioning(tA, victimNeedles)
-	assert.Equal(t, map[string]int{"tombstones": 1}, left)
+	assert.Equal(t, map[string]int{"tombstones": 1, "erasure_requests": 1}, left)
 	for _, step := range storage.ErasureSteps {
 		n, err := e.st.CountSubjectRows(context.Background(), subj, step)
 		require.NoError(t, err)
@@ -249,8 +249,8 @@ func TestEraseTenant(t *testing.T) {
 		}
 		var n int
 		require.NoError(t, e.st.DB().NewRaw("SELECT count(*) FROM "+tb+" WHERE tenant_id = ?", tA).Scan(ctx, &n))
-		if tb == "tombstones" {
-			assert.Equal(t, 1, n)
+		if tb == "tombstones" || tb == "erasure_requests" {
+			assert.Equal(t, 1, n, tb)
 		} else {
 			assert.Zero(t, n, tb)
 		}
@@ -292,7 +292,7 @@ func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
 		require.NoError(t, e.erase(lifecycle.EraseSubjectInput{TenantID: tenant, UserID: user, RequestedBy: "admin"}).Get(ctx, &res), "erase %.20q", user)
 		cancel()
 		assert.Equal(t, storage.ErasureDone, res.Status)
-		assert.Equal(t, map[string]int{"tombstones": 1}, e.rowsMentioning(tenant, needles), "%.20q", user)
+		assert.Equal(t, map[string]int{"tombstones": 1, "erasure_requests": 1}, e.rowsMentioning(tenant, needles), "%.20q", user)
 		for _, step := range storage.ErasureSteps {
 			n, err := e.st.CountSubjectRows(context.Background(), storage.ErasureSubject{TenantID: tenant, UserID: user}, step)
 			require.NoError(t, err)
@@ -301,4 +301,42 @@ func TestEraseNonASCIIAndLongUserIDs(t *testing.T) {
 	}
 	assert.Equal(t, "erase/t/h-", lifecycle.EraseSubjectWorkflowID("t", "张三")[:len("erase/t/h-")])
 	assert.Equal(t, "erase/t/u1", lifecycle.EraseSubjectWorkflowID("t", "u1"), "ids that worked keep their workflow")
+}
+
+// Erasing a user twice keeps both requests (issue 50: the second overwrote the
+// first's who and why): two erasure_requests rows, each with its requester, reason
+// and counts, newest first; the tombstone is the subject's state, DONE.
+func TestEraseKeepsEveryRequest(t *testing.T) {
+	e := newEnv(t)
+	e.inProcessWorker(lifecycle.Deps{Keyword: &fakeKeyword{}})
+	tenant, user := "tr-"+testenv.RandomID(6), "u-twice"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, who := range []struct{ by, reason string }{{"dpo@example.com", "GDPR art. 17 request #42"}, {"support-lead", "the user asked again (#43)"}} {
+		e.seedUser(tenant, user, false)
+		var res lifecycle.EraseSubjectResult
+		require.NoError(t, e.erase(lifecycle.EraseSubjectInput{TenantID: tenant, UserID: user, RequestedBy: who.by, Reason: who.reason}).Get(ctx, &res))
+		require.Equal(t, storage.ErasureDone, res.Status)
+	}
+	reqs, err := e.st.ListErasureRequests(ctx, tenant)
+	require.NoError(t, err)
+	require.Len(t, reqs, 2)
+	for i, want := range []struct{ by, reason string }{{"support-lead", "the user asked again (#43)"}, {"dpo@example.com", "GDPR art. 17 request #42"}} {
+		r := reqs[i]
+		assert.Equal(t, want.by, r.RequestedBy, "request %d", i)
+		assert.Equal(t, want.reason, r.Reason, "request %d", i)
+		assert.Equal(t, storage.SubjectUser, r.SubjectType)
+		assert.Equal(t, user, r.SubjectID)
+		assert.Equal(t, storage.ErasureDone, r.Status, "request %d", i)
+		assert.NotNil(t, r.FinishedAt, "request %d", i)
+		assert.Greater(t, r.Counts["facts"], int64(0), "request %d removed the facts seeded before it", i)
+		assert.NotEmpty(t, r.RunID)
+	}
+	assert.NotEqual(t, reqs[0].RunID, reqs[1].RunID)
+	assert.True(t, reqs[1].RequestedAt.Before(reqs[0].RequestedAt))
+	ts, err := e.st.GetTombstone(ctx, storage.ErasureSubject{TenantID: tenant, UserID: user})
+	require.NoError(t, err)
+	assert.Equal(t, storage.ErasureDone, ts.Status)
+	assert.Equal(t, "support-lead", ts.RequestedBy)
+	assert.Equal(t, map[string]int{"tombstones": 1, "erasure_requests": 2}, e.rowsMentioning(tenant, e.needles(tenant, user)))
 }
