@@ -1,8 +1,10 @@
 package governance
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,6 +104,26 @@ type Proposal struct {
 	Sensitive bool
 	// Forbidden: policy forbids storing it; the candidate is REJECTED.
 	Forbidden bool
+	// Actor is the actor type of the event the candidate was read from (USER,
+	// AGENT, SYSTEM, TOOL; empty means USER).
+	Actor string `json:",omitempty"`
+	// AssertedBy lists the actor types the schema lets assert the predicate; empty
+	// means USER alone. A candidate of another actor is REJECTED: an agent's own
+	// words are evidence of what it said, not a source of the user's facts.
+	AssertedBy []string `json:",omitempty"`
+}
+
+// asserters is AssertedBy with its default.
+func (p Proposal) asserters() []string {
+	if len(p.AssertedBy) == 0 {
+		return []string{memory.DefaultActorType}
+	}
+	return p.AssertedBy
+}
+
+// assertable is whether the proposal's actor may assert its predicate.
+func (p Proposal) assertable() bool {
+	return slices.Contains(p.asserters(), cmp.Or(p.Actor, memory.DefaultActorType))
 }
 
 // Decision is governance's verdict on one proposal.
@@ -186,7 +208,10 @@ func ValidateProposal(p Proposal) error {
 //  1. Invalid cfg or malformed proposal (ValidateProposal) → REJECTED, the reason
 //     naming the field. Decide does not return errors: callers should validate
 //     first, and anything that slips through is refused, never stored.
-//  2. Forbidden → REJECTED; confidence < RejectBelow → REJECTED (this beats INFERRED).
+//  2. An actor the schema does not let assert the predicate (Proposal.AssertedBy;
+//     by default only the user's own words) → REJECTED: the event stays evidence,
+//     and no fact, duplicate or review comes of it. Forbidden → REJECTED;
+//     confidence < RejectBelow → REJECTED (this beats INFERRED).
 //  3. The action, against the revisions of p.MemoryKey:
 //     - retraction: INVALIDATE the current ACTIVE revision; NOOP when there is none or
 //     when the candidate names an object that is not the current value;
@@ -231,6 +256,10 @@ func decide(cfg Config, p Proposal, existing []Existing, reviewed bool) Decision
 		return rejected(p, "malformed proposal: "+err.Error())
 	}
 	c := p.Candidate
+	if !p.assertable() {
+		return rejected(p, fmt.Sprintf("said by %s, which the schema does not let assert %s (asserted_by: %s): kept as evidence, not as memory",
+			cmp.Or(p.Actor, memory.DefaultActorType), c.Predicate, strings.Join(p.asserters(), ", ")))
+	}
 	if p.Forbidden {
 		return rejected(p, fmt.Sprintf("policy forbids storing %s", c.Predicate))
 	}

@@ -55,7 +55,10 @@ func prop(object string, mod ...func(*Proposal)) Proposal {
 func inTask(p *Proposal) {
 	p.MemoryKey, p.Scope, p.Candidate.Scope = taskKey, taskRef, memory.ScopeTask
 }
-func inferred(p *Proposal)           { p.Candidate.Origin = memory.OriginInferred }
+func inferred(p *Proposal) { p.Candidate.Origin = memory.OriginInferred }
+func saidBy(actor string, assertedBy ...string) func(*Proposal) {
+	return func(p *Proposal) { p.Actor, p.AssertedBy = actor, assertedBy }
+}
 func retract(p *Proposal)            { p.Candidate.Retraction = true }
 func conf(c float64) func(*Proposal) { return func(p *Proposal) { p.Candidate.Confidence = c } }
 func at(t time.Time) func(*Proposal) { return func(p *Proposal) { p.EventTime = t } }
@@ -250,6 +253,37 @@ func TestDecide(t *testing.T) {
 			existing: []Existing{active8000},
 			status:   memory.CandidateRejected, action: ActionNoop, confidence: 0.9,
 			reason: []string{"policy forbids storing budget"},
+		},
+		{
+			name: "an agent's words about a user-only key → REJECTED, the user's fact untouched", p: prop("10000 CNY", saidBy("AGENT")),
+			existing: []Existing{active8000},
+			status:   memory.CandidateRejected, action: ActionNoop, confidence: 0.9,
+			reason: []string{"said by AGENT, which the schema does not let assert budget (asserted_by: USER): kept as evidence"},
+		},
+		{
+			name: "an agent restating the user's value → REJECTED, no evidence linked", p: prop("8000 CNY", saidBy("AGENT")),
+			existing: []Existing{active8000},
+			status:   memory.CandidateRejected, action: ActionNoop, confidence: 0.9,
+			reason: []string{"said by AGENT"},
+		},
+		{
+			name: "a tool or the system is no source of a user-only key either", p: prop("8000 CNY", saidBy("TOOL", "USER", "AGENT")),
+			status: memory.CandidateRejected, action: ActionNoop, confidence: 0.9,
+			reason: []string{"said by TOOL", "asserted_by: USER, AGENT"},
+		},
+		{
+			name: "an agent on a key the schema lets it assert → CREATE", p: prop("10000 CNY", saidBy("AGENT", "USER", "AGENT")),
+			status: memory.CandidateAccepted, action: ActionCreate, confidence: 0.9,
+		},
+		{
+			name: "no actor is the user's own words", p: prop("10000 CNY", saidBy("")),
+			existing: []Existing{active8000},
+			status:   memory.CandidateAccepted, action: ActionSupersede, target: "f1", confidence: 0.9,
+		},
+		{
+			name: "a user on a key only an agent may assert → REJECTED", p: prop("10000 CNY", saidBy("USER", "AGENT")),
+			status: memory.CandidateRejected, action: ActionNoop, confidence: 0.9,
+			reason: []string{"said by USER"},
 		},
 		{
 			name: "retraction → INVALIDATE the current", p: prop("", retract),
@@ -465,6 +499,14 @@ func TestReview(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, memory.CandidateAccepted, d.Status)
 		assert.Equal(t, ActionCreate, d.Action)
+	})
+	t.Run("an agent's candidate stays rejected when confirmed", func(t *testing.T) {
+		pa := p
+		pa.Actor = "AGENT"
+		d, err := Review(cfg, pa, existing, pending, Verdict{Kind: VerdictConfirm, Reviewer: "alice"})
+		require.NoError(t, err)
+		assert.Equal(t, memory.CandidateRejected, d.Status)
+		assert.Contains(t, d.Reason, "said by AGENT")
 	})
 	t.Run("forbidden meanwhile stays rejected", func(t *testing.T) {
 		pf := p

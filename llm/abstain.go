@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/engramhq/engram/schema"
 )
 
 // Abstention: the rule extractor proposes a memory only from a first-person
@@ -24,6 +26,26 @@ func SpeakerSubject(speaker string) string {
 		return "user"
 	}
 	return s
+}
+
+// NonUserActor is the actor type a speaker names when it is not the user
+// (AGENT, SYSTEM, TOOL), and whether it is one.
+func NonUserActor(speaker string) (string, bool) {
+	switch a := strings.ToUpper(strings.TrimSpace(speaker)); a {
+	case "AGENT", "SYSTEM", "TOOL":
+		return a, true
+	}
+	return "", false
+}
+
+// assertsAny is whether the schema lets the actor assert any key.
+func assertsAny(s *schema.Schema, actor string) bool {
+	for _, p := range s.AllPredicates() {
+		if p.AssertableBy(actor) {
+			return true
+		}
+	}
+	return false
 }
 
 // englishQuestion: a sentence that asks rather than states.

@@ -39,7 +39,7 @@ const DefaultLLMTimeout = 60 * time.Second
 
 // OpenAIPromptVersion identifies the extraction prompt. It is the extractor's Version,
 // recorded on every candidate, so a change of the prompt is visible in the data.
-const OpenAIPromptVersion = "prompt-1"
+const OpenAIPromptVersion = "prompt-2"
 
 // maxRecentTurns bounds how much conversation goes into the prompt: a few turns
 // resolve references ("that order"); more only cost tokens and attention.
@@ -213,6 +213,11 @@ func (x *OpenAIExtractor) Extract(ctx context.Context, s *schema.Schema, in Extr
 	if s == nil {
 		return ExtractOutput{}, errors.New("llm: extract needs a schema")
 	}
+	if actor, ok := NonUserActor(in.Speaker); ok && !assertsAny(s, actor) {
+		// The agent's (system's, tool's) turn may assert nothing in this schema:
+		// governance would reject all the model could propose, so it is not asked.
+		return ExtractOutput{Raw: `{"candidates":[]}`, Extractor: x.Name(), Version: OpenAIPromptVersion}, nil
+	}
 	schemaJSON, err := json.Marshal(s.JSONSchema())
 	if err != nil {
 		return ExtractOutput{}, fmt.Errorf("llm: marshal JSON Schema of %s: %w", s.Name, err)
@@ -311,7 +316,9 @@ func ExtractionUserPrompt(in ExtractInput) string {
 		fmt.Fprintf(&b, " (user id %s)", in.UserID)
 	}
 	b.WriteString("\n")
-	if name := SpeakerSubject(speaker); name != "user" {
+	if actor, ok := NonUserActor(speaker); ok {
+		fmt.Fprintf(&b, "This turn was said by the %s, not by the user: what it says about the user is what it remembers, assumes or proposes, never something the user said. Propose only memories of predicates the schema marks \"Asserted by\" %s; for anything else propose nothing.\n", actor, actor)
+	} else if name := SpeakerSubject(speaker); name != "user" {
 		fmt.Fprintf(&b, "Several people talk in this conversation; this turn was said by %s. A memory about the speaker has subject %q; never attribute to %s what they say about someone else, and propose nothing from questions, empathy, jokes, guesses or remarks about the other person.\n", name, name, name)
 	}
 	if in.SessionID != "" {

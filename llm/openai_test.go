@@ -316,3 +316,40 @@ func TestExtractionUserPromptNamesTheSpeaker(t *testing.T) {
 	assert.Contains(t, p, "propose nothing from questions, empathy")
 	assert.NotContains(t, ExtractionUserPrompt(ExtractInput{Text: "x", Speaker: "USER"}), "Several people talk")
 }
+
+// An agent's turn is sent only when the schema lets the agent assert a key, and
+// the prompt says that only those keys may come of it; a schema that lets the
+// agent assert nothing is not asked (every candidate would be rejected).
+func TestOpenAIExtractorAgentTurns(t *testing.T) {
+	srv := newFake(t, fakeopenai.Script{Queue: []fakeopenai.Response{fakeopenai.JSON(map[string]any{"candidates": []any{}})}})
+	x := newExtractor(t, srv, 5*time.Second)
+	agent := tripInput
+	agent.Speaker, agent.Text = "AGENT", "Searching flights with what I remember: budget = 10000 CNY (task scope);"
+
+	out, err := x.Extract(context.Background(), travel(t), agent)
+	require.NoError(t, err)
+	assert.Equal(t, 0, srv.ChatCalls(), "travel lets no agent assert a key: the model is not asked")
+	cands, errs := travel(t).ParseCandidates([]byte(out.Raw))
+	require.Empty(t, errs)
+	assert.Empty(t, cands)
+	assert.Equal(t, OpenAIPromptVersion, out.Version)
+
+	s, err := schema.Load([]byte(`name: agent_trips
+version: 1
+extends: travel
+predicates:
+  - {name: trip_status, memory_type: FACT, value_type: enum, enum: [searching, booked], scopes: [TASK], asserted_by: [USER, AGENT]}
+`))
+	require.NoError(t, err)
+	_, err = x.Extract(context.Background(), s, agent)
+	require.NoError(t, err)
+	require.Equal(t, 1, srv.ChatCalls(), "a schema with an agent key is asked")
+	p := ExtractionUserPrompt(agent)
+	assert.Contains(t, p, "This turn was said by the AGENT, not by the user")
+	assert.Contains(t, p, `marks "Asserted by" AGENT`)
+	assert.NotContains(t, p, "Several people talk")
+	assert.Contains(t, ExtractionSystemPrompt(s), "Asserted by: USER, AGENT.")
+	for _, sp := range []string{"user", "USER", "Maya", ""} {
+		assert.NotContains(t, ExtractionUserPrompt(ExtractInput{Text: "x", Speaker: sp}), "not by the user", sp)
+	}
+}

@@ -20,6 +20,12 @@ const (
 	DefaultEventType = "MESSAGE"
 )
 
+// ActorTypes lists who may produce an event. What the user says is a source of
+// the user's memory; what the agent, the system or a tool says is kept as
+// evidence, and becomes memory only for the keys a schema lets it assert
+// (schema predicates' asserted_by).
+var ActorTypes = []string{"USER", "AGENT", "SYSTEM", "TOOL"}
+
 // EventStatus is where an event is in the write path.
 type EventStatus string
 

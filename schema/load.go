@@ -318,7 +318,7 @@ func eventPredicate(s *Schema, e *EventType) *Predicate {
 		Name: e.Name, Description: e.Description, MemoryType: memory.TypeEvent,
 		ValueType: ValueString, Entity: e.Entity, Scopes: e.Scopes, DefaultScope: e.DefaultScope,
 		Cardinality: One, NeedsConfirmation: e.NeedsConfirmation, Sensitive: e.Sensitive,
-		ReviewDefault: e.ReviewDefault, Examples: e.Examples, Patterns: e.Patterns,
+		ReviewDefault: e.ReviewDefault, AssertedBy: e.AssertedBy, Examples: e.Examples, Patterns: e.Patterns,
 		Mentions: e.Mentions, Cues: e.Cues, Event: e,
 	}
 	if ent, ok := s.entities[e.Entity]; ok && len(ent.States) > 0 {
@@ -385,6 +385,20 @@ func (c *checker) review(f string, r *ReviewDecision) {
 	}
 }
 
+// assertedBy fills the default (the user alone) and checks every actor type,
+// written in any case, against memory.ActorTypes.
+func (c *checker) assertedBy(f string, list *[]string) {
+	if len(*list) == 0 {
+		*list = []string{memory.DefaultActorType}
+	}
+	for i, a := range *list {
+		(*list)[i] = strings.ToUpper(strings.TrimSpace(a))
+		if !slices.Contains(memory.ActorTypes, (*list)[i]) {
+			c.add(fmt.Sprintf("%s.asserted_by[%d]", f, i), "unknown actor type %q (allowed: %s)", a, strings.Join(memory.ActorTypes, ", "))
+		}
+	}
+}
+
 func (c *checker) checkEvent(s *Schema, f string, e *EventType, p *Predicate, base *Cues) {
 	ent, ok := s.entities[e.Entity]
 	if !ok {
@@ -410,6 +424,8 @@ func (c *checker) checkEvent(s *Schema, f string, e *EventType, p *Predicate, ba
 	p.Scopes, p.DefaultScope = e.Scopes, e.DefaultScope
 	c.review(f, &e.ReviewDefault)
 	p.ReviewDefault = e.ReviewDefault
+	c.assertedBy(f, &e.AssertedBy)
+	p.AssertedBy = e.AssertedBy
 	for i, x := range e.Examples {
 		if x.Scope != "" && !slices.Contains(e.Scopes, x.Scope) {
 			c.add(fmt.Sprintf("%s.examples[%d].scope", f, i), "%q is not allowed (allowed: %s)", x.Scope, allowed(e.Scopes))
@@ -482,6 +498,7 @@ func (c *checker) checkPredicate(s *Schema, f string, p *Predicate, base *Cues) 
 		c.add(f+".cardinality", "unknown %q (allowed: one, many)", p.Cardinality)
 	}
 	c.review(f, &p.ReviewDefault)
+	c.assertedBy(f, &p.AssertedBy)
 	c.checkAttributes(s, f+".attributes", p.Attributes)
 	if p.KeyAttribute != "" {
 		if _, ok := p.Attribute(p.KeyAttribute); !ok {

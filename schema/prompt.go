@@ -57,7 +57,7 @@ func (s *Schema) Prompt() string {
 			if e.State != "" {
 				fmt.Fprintf(&b, " → state %s", e.State)
 			}
-			fmt.Fprintf(&b, ": %s Scopes: %s.\n", oneLine(e.Description), allowed(e.Scopes))
+			fmt.Fprintf(&b, ": %s Scopes: %s.%s\n", oneLine(e.Description), allowed(e.Scopes), assertedBy(e.AssertedBy))
 			writeExamples(&b, e.Examples)
 		}
 	}
@@ -81,10 +81,20 @@ func (s *Schema) Prompt() string {
 			}
 			fmt.Fprintf(&b, " Attributes: %s.", strings.Join(as, ", "))
 		}
+		b.WriteString(assertedBy(p.AssertedBy))
 		b.WriteString("\n")
 		writeExamples(&b, p.Examples)
 	}
 	return b.String()
+}
+
+// assertedBy names who may assert a key when it is not the user alone (the
+// default, left unsaid so the prompts of user-only schemas do not change).
+func assertedBy(actors []string) string {
+	if len(actors) == 0 || (len(actors) == 1 && actors[0] == "USER") {
+		return ""
+	}
+	return " Asserted by: " + strings.Join(actors, ", ") + "."
 }
 
 func writeExamples(b *strings.Builder, xs []Example) {

@@ -22,7 +22,15 @@
 //	                            # scopes, default_scope, cardinality (one|many),
 //	                            # key_attribute, needs_confirmation, sensitive,
 //	                            # review_default (confirm|reject, default reject),
+//	                            # asserted_by (actor types, default [USER]),
 //	                            # attributes, examples, patterns, mentions, cues
+//
+// asserted_by (on a predicate or an event type) lists the actor types whose
+// events may assert it: USER, AGENT, SYSTEM, TOOL. By default only the user's own
+// words are: an agent repeating what it remembers ("budget = 10000 CNY") is
+// evidence of what the agent said, not of what the user wants, and governance
+// rejects its candidate with the reason. A key an agent may state about itself or
+// the task (its own name, the task's status) lists AGENT.
 //
 // A pattern is {lang, regex, value, entity, origin, confidence, attributes,
 // resolve_state, fallback, ignore_negation}; its named groups (value, entity, unit,
@@ -141,10 +149,12 @@ type EventType struct {
 	NeedsConfirmation bool           `yaml:"needs_confirmation"`
 	Sensitive         bool           `yaml:"sensitive"`
 	ReviewDefault     ReviewDecision `yaml:"review_default"`
-	Examples          []Example      `yaml:"examples"`
-	Patterns          []*Pattern     `yaml:"patterns"`
-	Mentions          []string       `yaml:"mentions"`
-	Cues              Cues           `yaml:"cues"`
+	// AssertedBy: as the predicate's.
+	AssertedBy []string   `yaml:"asserted_by"`
+	Examples   []Example  `yaml:"examples"`
+	Patterns   []*Pattern `yaml:"patterns"`
+	Mentions   []string   `yaml:"mentions"`
+	Cues       Cues       `yaml:"cues"`
 }
 
 // Predicate is something that can be remembered about a subject: a budget, a flight
@@ -175,9 +185,12 @@ type Predicate struct {
 	NeedsConfirmation bool           `yaml:"needs_confirmation"`
 	Sensitive         bool           `yaml:"sensitive"`
 	ReviewDefault     ReviewDecision `yaml:"review_default"`
-	Attributes        []*Attribute   `yaml:"attributes"`
-	Examples          []Example      `yaml:"examples"`
-	Patterns          []*Pattern     `yaml:"patterns"`
+	// AssertedBy lists the actor types (memory.ActorTypes) whose events may assert
+	// the predicate; the loader fills [USER] when it says nothing.
+	AssertedBy []string     `yaml:"asserted_by"`
+	Attributes []*Attribute `yaml:"attributes"`
+	Examples   []Example    `yaml:"examples"`
+	Patterns   []*Pattern   `yaml:"patterns"`
 	// Mentions are regexes that name the predicate without a value ("预算", "budget"),
 	// used to recognise retractions such as "forget my budget".
 	Mentions []string `yaml:"mentions"`
@@ -311,6 +324,15 @@ func (p *Predicate) Attribute(name string) (*Attribute, bool) {
 		}
 	}
 	return nil, false
+}
+
+// AssertableBy reports whether an event of the actor type (USER when empty) may
+// assert the predicate.
+func (p *Predicate) AssertableBy(actor string) bool {
+	if actor == "" {
+		actor = memory.DefaultActorType
+	}
+	return slices.Contains(p.AssertedBy, actor)
 }
 
 // AllowsScope reports whether a candidate of this predicate may have scope sc.

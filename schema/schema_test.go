@@ -238,6 +238,11 @@ func TestLoadRejectsInvalidSchemas(t *testing.T) {
     cardinality: few
     review_default: maybe
 `, []string{`line 6: predicates[0].cardinality: unknown "few" (allowed: one, many)`, `line 7: predicates[0].review_default: unknown "maybe" (allowed: confirm, reject)`}},
+		{"unknown actor type", head + `predicates:
+  - name: p
+    memory_type: FACT
+    asserted_by: [USER, ROBOT]
+`, []string{`line 6: predicates[0].asserted_by[1]: unknown actor type "ROBOT" (allowed: USER, AGENT, SYSTEM, TOOL)`}},
 		{"relationship to unknown entity", head + `entities:
   - name: User
 relationships:
@@ -279,6 +284,68 @@ event_types:
 				}
 			}
 		})
+	}
+}
+
+// Who may assert a key: the user alone unless the schema says otherwise (for a
+// predicate or an event type), actor types read in any case; the prompt names
+// the others, and a built-in key is the user's alone.
+func TestAssertedBy(t *testing.T) {
+	s, err := Load([]byte(`name: ops
+version: 1
+extends: travel
+entities:
+  - name: Ticket
+event_types:
+  - name: ticket_closed
+    entity: Ticket
+    asserted_by: [tool]
+predicates:
+  - name: agent_name
+    memory_type: FACT
+    scopes: [AGENT]
+    asserted_by: [agent, " SYSTEM"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pred  string
+		want  []string
+		yes   []string
+		never []string
+	}{
+		{"agent_name", []string{"AGENT", "SYSTEM"}, []string{"AGENT", "SYSTEM"}, []string{"USER", "", "TOOL"}},
+		{"ticket_closed", []string{"TOOL"}, []string{"TOOL"}, []string{"USER", "AGENT"}},
+		{"budget", []string{"USER"}, []string{"USER", ""}, []string{"AGENT", "SYSTEM", "TOOL"}},
+		{"prefers", []string{"USER"}, []string{"USER"}, []string{"AGENT"}},
+	} {
+		p, ok := s.Predicate(tc.pred)
+		if !ok {
+			t.Fatalf("predicate %q missing", tc.pred)
+		}
+		if !slices.Equal(p.AssertedBy, tc.want) {
+			t.Errorf("%s asserted_by = %v, want %v", tc.pred, p.AssertedBy, tc.want)
+		}
+		for _, a := range tc.yes {
+			if !p.AssertableBy(a) {
+				t.Errorf("%s: %q may assert it", tc.pred, a)
+			}
+		}
+		for _, a := range tc.never {
+			if p.AssertableBy(a) {
+				t.Errorf("%s: %q may not assert it", tc.pred, a)
+			}
+		}
+	}
+	prompt := s.Prompt()
+	for _, w := range []string{"Asserted by: AGENT, SYSTEM.", "Asserted by: TOOL."} {
+		if !strings.Contains(prompt, w) {
+			t.Errorf("prompt does not say %q", w)
+		}
+	}
+	if strings.Count(prompt, "Asserted by") != 2 {
+		t.Errorf("a user-only key is not annotated:\n%s", prompt)
 	}
 }
 

@@ -640,7 +640,7 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 			c = speakerSubject(c, in.Event)
 			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
 			ref := scopeRefFor(c, in.Event)
-			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC()}
+			p := governance.Proposal{Candidate: c, Scope: ref, EventTime: in.Event.OccurredAt.UTC(), Actor: in.Event.ActorType}
 			if r, ok := final[g.CandidateID]; ok {
 				// Committed by an earlier run of this write (the worker died after the
 				// commit, before the workflow recorded it, and the steps run again):
@@ -652,7 +652,7 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 				continue
 			}
 			if pred, ok := s.Predicate(c.Predicate); ok {
-				p.NeedsConfirmation, p.Sensitive = pred.NeedsConfirmation, pred.Sensitive
+				p.NeedsConfirmation, p.Sensitive, p.AssertedBy = pred.NeedsConfirmation, pred.Sensitive, pred.AssertedBy
 				if pred.ReviewDefault != "" {
 					g.ReviewDefault = string(pred.ReviewDefault)
 				}

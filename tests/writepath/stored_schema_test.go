@@ -40,23 +40,32 @@ predicates:
         confidence: 0.9
 `
 
+// storedSchemaEnv starts a write worker (the rule extractor) whose schemas are
+// the tenant's stored ones, else the built-ins, and a recall engine over the same
+// store and schemas.
+func storedSchemaEnv(t *testing.T) (*env, *recall.Engine) {
+	st := testenv.Store(t)
+	c := testenv.Temporal(t)
+	q := testenv.TaskQueue(t)
+	em := embedding.NewNGramEmbedder(storage.EmbeddingDim)
+	schemas := schema.Stored(st.LookupSchema)
+	w := tworker.New(c, q, tworker.Options{})
+	write.Register(w, &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: em, Schemas: schemas, Gov: governance.DefaultConfig()})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	eng := recall.New(st, em, recall.NewPostgresKeyword(st), schemas, recall.Options{AccessLog: recall.AccessLogOff})
+	t.Cleanup(func() { eng.Close() })
+	return &env{t: t, st: st, c: c, queue: q}, eng
+}
+
 // A tenant's schema stored with PutSchema drives the write path for that tenant
 // only: its patterns extract, its version is recorded on the fact, and another
 // tenant using the same name gets the built-in behaviour (here: no such schema).
 func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 	_, err := schema.Load([]byte(petsSchema))
 	require.NoError(t, err, "the test's schema is valid")
-	st := testenv.Store(t)
-	c := testenv.Temporal(t)
-	q := testenv.TaskQueue(t)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: schema.Stored(st.LookupSchema), Gov: governance.DefaultConfig(),
-	})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	e := &env{t: t, st: st, c: c, queue: q}
+	e, _ := storedSchemaEnv(t)
+	st := e.st
 	ctx := context.Background()
 	for i := 0; i < 2; i++ { // two versions: the write pins the latest
 		require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
@@ -84,23 +93,13 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 // the fact comes back first; a tenant without that schema gets a schema field
 // error that names the built-ins, never another tenant's schema.
 func TestStoredSchemaDrivesRecall(t *testing.T) {
-	st := testenv.Store(t)
-	c := testenv.Temporal(t)
-	q := testenv.TaskQueue(t)
-	em := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	schemas := schema.Stored(st.LookupSchema)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: em, Schemas: schemas, Gov: governance.DefaultConfig()})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	e := &env{t: t, st: st, c: c, queue: q}
+	e, eng := storedSchemaEnv(t)
+	st := e.st
 	ctx := context.Background()
 	require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
 	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
 	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
 
-	eng := recall.New(st, em, recall.NewPostgresKeyword(st), schemas, recall.Options{AccessLog: recall.AccessLogOff})
-	t.Cleanup(func() { eng.Close() })
 	res, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", UserID: "u1"}, Query: "我的猫叫什么？", Schema: "pets", AsOf: base.Add(time.Hour), K: 5, Explain: true})
 	require.NoError(t, err)
 	require.NotNil(t, res.Parsed)
