@@ -605,18 +605,23 @@ func (r *reviewState) validate(req ReviewRequest) error {
 	return nil
 }
 
+// details is what a reviewer reads in the Web UI's current details. The UI's frame
+// for them cuts the end of their text (32 px in UI 2.42) and is about 590 px wide on a
+// 1280 px screen, so the payload to send comes first, on lines that fit, and what can be
+// spared comes last.
 func (r *reviewState) details(deadline time.Time) string {
 	var b strings.Builder
 	list := r.pendingList()
-	fmt.Fprintf(&b, "## %d memory candidate(s) await review\n\nDecide before %s (then the schema default applies).\n\n", len(list), deadline.UTC().Format(time.RFC3339))
-	b.WriteString("Send the **review** signal (More Actions → Send a Signal) with one of the JSON payloads below; `decision` is `confirm`, `reject` or `edit` (with `edited_value`).\n\n")
-	for _, p := range list {
-		fmt.Fprintf(&b, "### %s\n\n- memory key: `%s`\n- scope: %s · origin: %s · confidence: %.2f\n- why review: %s\n- on confirm: %s · on timeout: %s\n\n", p.Content, p.MemoryKey, p.Scope, p.Origin, p.Confidence, p.Reason, p.OnConfirm, p.Default)
-		fmt.Fprintf(&b, "```json\n{\"candidate_id\": \"%s\", \"decision\": \"confirm\", \"reviewer\": \"your-name\", \"note\": \"\"}\n```\n\n", p.CandidateID)
-	}
+	fmt.Fprintf(&b, "### %d memory candidate(s) await review\n\n", len(list))
 	for _, e := range r.rejected {
 		fmt.Fprintf(&b, "> ignored signal: %s\n\n", e)
 	}
+	fmt.Fprintf(&b, "Send the **review** signal (More Actions → Send a Signal) before %s with:\n\n", deadline.UTC().Format(time.RFC3339))
+	for _, p := range list {
+		fmt.Fprintf(&b, "```json\n{\"candidate_id\": \"%s\",\n \"decision\": \"confirm\", \"reviewer\": \"your-name\", \"note\": \"\"}\n```\n\n", p.CandidateID)
+		fmt.Fprintf(&b, "**%s** · `%s` · %s, %s, confidence %.2f · why review: %s · on confirm: %s · on timeout: %s\n\n", p.Content, p.MemoryKey, p.Scope, p.Origin, p.Confidence, p.Reason, p.OnConfirm, p.Default)
+	}
+	b.WriteString("`decision` is `confirm`, `reject` or `edit` (with `edited_value`); without one by then, the schema default applies.\n")
 	return b.String()
 }
 

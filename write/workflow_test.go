@@ -763,7 +763,8 @@ func TestMemoryWriteInvalidSignalIgnored(t *testing.T) {
 	assert.Equal(t, 1, commits, "an invalid signal must not commit anything")
 	// The Web UI's current details: the candidate, the JSON to send, the ignored signals.
 	assert.Contains(t, details, "1 memory candidate(s) await review")
-	assert.Contains(t, details, `{"candidate_id": "c-rev", "decision": "confirm"`)
+	assert.Contains(t, details, "{\"candidate_id\": \"c-rev\",\n \"decision\": \"confirm\"")
+	assert.Less(t, strings.Index(details, `"candidate_id"`), strings.Index(details, "why review"), "the payload comes first: the UI cuts the end")
 	assert.Contains(t, details, `ignored signal: candidate_id: "nope" is not awaiting review`)
 	assert.Contains(t, details, `unknown decision "maybe"`)
 	assert.Contains(t, details, "reviewer: empty")

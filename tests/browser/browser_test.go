@@ -2,8 +2,10 @@
 // browser: `engram serve` runs as a process against the real stack, an inferred
 // preference waits for review in its write workflow, and headless Chromium (Debian's
 // chromium, driven by npm's playwright-core through review.mjs) finds the workflow by
-// its search attributes, reads the candidate in its current details and sends the
-// `review` signal through the UI's signal form. The fact is then ACTIVE through the API.
+// its search attributes, reads the candidate in its current details, checks that the
+// JSON payload to send is inside the details frame's visible area at a 1280×720 page
+// (the frame cuts the end of its content), and sends the `review` signal through the
+// UI's signal form. The fact is then ACTIVE through the API.
 //
 // Needs ENGRAM_TEMPORAL_UI_URL (eval "$(scripts/stack env)"). The test installs what is
 // missing, idempotently: the chromium and fonts-wqy-zenhei packages (apt-get, as root
@@ -112,6 +114,7 @@ func TestReviewFromTemporalWebUI(t *testing.T) {
 	require.NoError(t, os.MkdirAll(artifacts, 0o755))
 	shot := filepath.Join(artifacts, "review.png")
 	_ = os.Remove(shot)
+	_ = os.Remove(filepath.Join(artifacts, "review-payload.png"))
 	began := time.Now()
 
 	srv := testenv.Serve(t)
@@ -152,6 +155,17 @@ func TestReviewFromTemporalWebUI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, sr.Steps, "read the pending candidate in the current details")
 	assert.Contains(t, sr.Steps, "sent the review signal")
+	// The payload to send was inside the details frame's visible area, not cut.
+	payloadSeen := false
+	for _, s := range sr.Steps {
+		payloadSeen = payloadSeen || strings.HasPrefix(s, "the payload is inside the visible details area")
+	}
+	assert.True(t, payloadSeen, "review.mjs checked the payload's place: %v", sr.Steps)
+	payloadShot := filepath.Join(artifacts, "review-payload.png")
+	if fi, err := os.Stat(payloadShot); assert.NoError(t, err) {
+		assert.False(t, fi.ModTime().Before(began), "written by this run")
+		t.Logf("screenshot of the details with the payload: %s", payloadShot)
+	}
 
 	// The API sees the fact ACTIVE: the signal from the UI was the reviewer's decision.
 	var seat *engramv1.Fact

@@ -11,6 +11,8 @@
 //   TEXT          the event's text, shown in the candidate's details
 //   ARTIFACTS     folder for screenshots
 //   CHROMIUM      the browser (default /usr/bin/chromium)
+//   VIEWPORT_WIDTH, VIEWPORT_HEIGHT  the page's size (default 1280×720, Playwright's
+//                 default page and a laptop's screen: the size the payload is checked at)
 //
 // The UI polls, so the script waits for elements, never for network idle. It prints one
 // JSON line with the steps it completed; any failure exits 1 after saving failure.png.
@@ -42,7 +44,7 @@ const browser = await chromium.launchPersistentContext(profile, {
   executablePath: env('CHROMIUM', '/usr/bin/chromium'),
   headless: true,
   args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu', '--disable-component-update', '--no-first-run'],
-  viewport: { width: 1400, height: 1000 },
+  viewport: { width: Number(process.env.VIEWPORT_WIDTH ?? 1280), height: Number(process.env.VIEWPORT_HEIGHT ?? 720) },
 });
 const page = browser.pages()[0] ?? (await browser.newPage());
 page.setDefaultTimeout(30_000);
@@ -76,6 +78,45 @@ try {
   step('read the pending candidate in the current details');
   await page.screenshot({ path: join(artifacts, 'review.png') });
   step('saved review.png');
+
+  // 2b. The reviewer sees the payload to send without scrolling the details: with the
+  //     page scrolled to the details frame, the JSON with the candidate id lies inside
+  //     the frame's visible box (its own viewport, cut by every container of it that
+  //     clips its overflow, the page's scrolling area included). The UI's frame is
+  //     shorter than its content: what comes last is cut.
+  const frame = page.locator('iframe[title="output"]');
+  const visible = await frame.evaluate((el) => {
+    el.scrollIntoView({ block: 'start' });
+    const r = el.getBoundingClientRect();
+    const box = { left: r.left + el.clientLeft, top: r.top + el.clientTop };
+    box.right = box.left + el.clientWidth;
+    box.bottom = box.top + el.clientHeight;
+    for (let a = el.parentElement; a; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.overflowX === 'visible' && s.overflowY === 'visible') continue;
+      const q = a.getBoundingClientRect();
+      box.left = Math.max(box.left, q.left);
+      box.top = Math.max(box.top, q.top);
+      box.right = Math.min(box.right, q.right);
+      box.bottom = Math.min(box.bottom, q.bottom);
+    }
+    return box;
+  });
+  const inner = await details.locator('body').evaluate(() => {
+    const d = document.scrollingElement;
+    return { frameHeight: window.innerHeight, contentHeight: d.scrollHeight, scrollTop: d.scrollTop };
+  });
+  const payload = details.locator('code', { hasText: `"candidate_id": "${candidate}"` }).first();
+  const box = await payload.boundingBox();
+  const where = `payload at y ${Math.round(box.y - visible.top)}..${Math.round(box.y + box.height - visible.top)} of a visible details area ${Math.round(visible.bottom - visible.top)} px tall (frame ${inner.frameHeight} px for ${inner.contentHeight} px of content, scrolled ${inner.scrollTop})`;
+  console.error(`[review.mjs] ${where}`);
+  await page.screenshot({ path: join(artifacts, 'review-payload.png') });
+  step('saved review-payload.png');
+  const eps = 0.5;
+  if (box.x < visible.left - eps || box.y < visible.top - eps || box.x + box.width > visible.right + eps || box.y + box.height > visible.bottom + eps) {
+    throw new Error(`the review payload is clipped: ${where}`);
+  }
+  step(`the payload is inside the visible details area: ${where}`);
 
   // 3. More Actions → Send a Signal: signal `review`, JSON input, Submit.
   await page.getByRole('button', { name: 'More Actions' }).click();
