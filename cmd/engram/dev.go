@@ -61,11 +61,19 @@ stops it).`,
 				}
 				stateDir = filepath.Join(base, ".engram")
 			}
-			// A second dev on the same address says so before it starts anything.
+			// What is missing, or a second dev on the same address, is said before
+			// anything starts.
+			stacked := !noStack && root != ""
+			if !stacked && (os.Getenv("ENGRAM_DATABASE_URL") == "" || os.Getenv("TEMPORAL_ADDRESS") == "") {
+				why := "no checkout with scripts/stack was found from here"
+				if noStack {
+					why = "--no-stack"
+				}
+				return &exitError{code: exitBadInput, err: fmt.Errorf("%s: set ENGRAM_DATABASE_URL and TEMPORAL_ADDRESS (and ENGRAM_TEMPORAL_UI_URL), e.g. eval \"$(scripts/stack env)\"", why)}
+			}
 			if err := portConflict(addr, stateDir); err != nil {
 				return err
 			}
-			stacked := !noStack && root != ""
 			if stacked {
 				say("bringing up the stack (%s up)", filepath.Join(root, "scripts/stack"))
 				if err := runStack(ctx, root, errw, nil, "up"); err != nil {
@@ -82,12 +90,6 @@ stops it).`,
 				for _, kv := range vars {
 					os.Setenv(kv[0], kv[1])
 				}
-			} else if os.Getenv("ENGRAM_DATABASE_URL") == "" || os.Getenv("TEMPORAL_ADDRESS") == "" {
-				why := "no checkout with scripts/stack was found from here"
-				if noStack {
-					why = "--no-stack"
-				}
-				return &exitError{code: exitBadInput, err: fmt.Errorf("%s: set ENGRAM_DATABASE_URL and TEMPORAL_ADDRESS (and ENGRAM_TEMPORAL_UI_URL), e.g. eval \"$(scripts/stack env)\"", why)}
 			}
 			if os.Getenv("ENGRAM_ACTION_URL") == "" {
 				os.Setenv("ENGRAM_ACTION_URL", defaultActionURL)
