@@ -131,17 +131,6 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 	req := func(user, q string) recall.Request {
 		return recall.Request{Principal: recall.Principal{TenantID: "t1", ID: "test", UserID: user}, Query: q, K: 10, Explain: true}
 	}
-	// ran reports whether the plan has a node that ran whose line has node.
-	ran := func(plan, node string) bool {
-		for _, l := range strings.Split(plan, "\n") {
-			if strings.Contains(l, node) && !strings.Contains(l, "(never executed)") {
-				return true
-			}
-		}
-		return false
-	}
-	// executed reports whether the plan has a node on index that ran.
-	executed := func(plan, index string) bool { return ran(plan, "using "+index+" on ") }
 	for _, c := range []struct {
 		user         string
 		exact, byIdx bool
@@ -151,9 +140,9 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 	} {
 		plan, err := eng.Explain(ctx, req(c.user, "hiking in lisbon with priya"))
 		require.NoError(t, err)
-		require.Equal(t, c.exact, executed(plan, "evidence_tenant_user_time"), "%s: exact read of the turns\n%s", c.user, plan)
-		require.Equal(t, c.byIdx, ran(plan, "Function Scan on evidence_walk "), "%s: HNSW walk\n%s", c.user, plan)
-		require.Equal(t, c.byIdx, executed(plan, "evidence_postings_pkey"), "%s: keyword postings\n%s", c.user, plan)
+		require.Equal(t, c.exact, planUsed(plan, "evidence_tenant_user_time"), "%s: exact read of the turns\n%s", c.user, plan)
+		require.Equal(t, c.byIdx, planRan(plan, "Function Scan on evidence_walk "), "%s: HNSW walk\n%s", c.user, plan)
+		require.Equal(t, c.byIdx, planUsed(plan, "evidence_postings_pkey"), "%s: keyword postings\n%s", c.user, plan)
 		// Both score sessions as documents (a heavy user's sessions' lengths are
 		// the kept turn counts): a turn of a matching session says so.
 		resp, err := eng.Recall(ctx, req(c.user, "hiking in lisbon with priya"))
@@ -164,8 +153,29 @@ func TestEvidenceFromIndexesOnlyForManyTurns(t *testing.T) {
 	// The walk (evidence_walk, a plan of its own) is the HNSW index's.
 	walk := functionPlan(t, st, "evidence_walk", "text, text, vector, timestamptz, int", "p_tenant p_user p_q p_at p_k",
 		"t1", "heavy", pgvector.NewVector(emb.Vector("hiking in lisbon with priya")), time.Now(), 40)
-	require.True(t, executed(walk, "evidence_embedding_hnsw"), "the walk's plan\n%s", walk)
+	require.True(t, planUsed(walk, "evidence_embedding_hnsw"), "the walk's plan\n%s", walk)
 
+	// The light user's answers are the exact scan's.
+	checkLightUserExact(t, st, emb, eng, req)
+}
+
+// planRan reports whether the plan has a node that ran whose line has node.
+func planRan(plan, node string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		if strings.Contains(l, node) && !strings.Contains(l, "(never executed)") {
+			return true
+		}
+	}
+	return false
+}
+
+// planUsed reports whether the plan has a node on index that ran.
+func planUsed(plan, index string) bool { return planRan(plan, "using "+index+" on ") }
+
+// checkLightUserExact: the light user's semantic hits are the nearest of its
+// turns by an exact scan, and a word one turn has finds that turn.
+func checkLightUserExact(t *testing.T, st *storage.Store, emb *embedding.NGramEmbedder, eng *recall.Engine, req func(user, q string) recall.Request) {
+	ctx := context.Background()
 	// The light user's answers are the exact scan's.
 	var rows []struct {
 		ID        string `bun:"id"`

@@ -4,7 +4,9 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/engramhq/engram/storage"
 )
@@ -112,4 +114,76 @@ func (s *rowScanner[T]) scan(cols []string, vals []driver.Value, r *T) error {
 		}
 	}
 	return nil
+}
+
+// parseUUIDArray reads a '{a,b}' literal of values that need no quoting.
+func parseUUIDArray(s string) []string {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func asString(v driver.Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func asInt(v driver.Value) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case string:
+		n, _ := strconv.Atoi(x)
+		return n
+	}
+	return 0
+}
+
+func asFloat(v driver.Value) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case string:
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	case []byte:
+		f, _ := strconv.ParseFloat(string(x), 64)
+		return f
+	}
+	return 0
+}
+
+func asTime(v driver.Value) time.Time {
+	if t, ok := v.(time.Time); ok {
+		return t
+	}
+	return time.Time{}
+}
+
+func asTimePtr(v driver.Value) *time.Time {
+	if t, ok := v.(time.Time); ok {
+		return &t
+	}
+	return nil
+}
+
+func asBool(v driver.Value) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x == "t" || x == "true"
+	case []byte:
+		return string(x) == "t" || string(x) == "true"
+	}
+	return false
 }
