@@ -462,7 +462,7 @@ func (e *Engine) plan(ctx context.Context, req Request, asOf time.Time, current 
 	if se, ok := sch.SpeakerEntity(); ok {
 		speaker = se.Name
 	}
-	p := plan{vis: vis, current: current, knownAt: req.KnownAt, parsed: parsed, speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
+	p := plan{vis: vis, current: current, knownAt: req.KnownAt, parsed: parsed, blank: strings.TrimSpace(req.Query) == "", speaker: speaker, limit: e.opts.CandidateLimit, hops: e.opts.GraphHops}
 	if e.pgKW && len(parsed.Terms) > 0 {
 		p.tsq = tsQueryText(parsed.Terms)
 	}

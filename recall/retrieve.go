@@ -92,6 +92,9 @@ type plan struct {
 	vec     *pgvector.Vector // nil: no semantic retrieval
 	tsq     string           // "": no keyword retrieval in SQL
 	parsed  *ParsedQuery
+	// blank: no question was asked, so the structured retriever asks for every
+	// memory type and the recall answers with the principal's current facts.
+	blank   bool
 	speaker string // the schema's speaker entity (User), never walked through
 	limit   int    // candidates per retriever
 	hops    int

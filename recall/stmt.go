@@ -31,6 +31,9 @@ func stmtArgs(p plan, on retrieverSet) stmtParams {
 	v := p.vis
 	q := p.parsed
 	types := q.MemoryTypes
+	if p.blank {
+		types = memory.MemoryTypes
+	}
 	if v.TaskID != "" {
 		types = addUnique(addUnique(types, memory.TypeConstraint), memory.TypePreference)
 	}
