@@ -2,7 +2,7 @@ package main
 
 // Shared plumbing of the API-backed commands (ingest, recall, facts, review, task,
 // schema): the connection flags, errors that name the flag at fault and exit with a
-// code scripts can test, JSON output through protojson, and table helpers.
+// code scripts can test, and table helpers (JSON output: jsonout.go).
 
 import (
 	"context"
@@ -20,8 +20,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
@@ -195,7 +193,7 @@ func (c *conn) apiErr(err error, flags fieldFlags) error {
 		return &exitError{code: exitConflict, err: errors.New(msg)}
 	case connect.CodeUnavailable:
 		if isTransport(msg) {
-			return &exitError{code: exitDown, err: fmt.Errorf("cannot reach Engram at %s (ENGRAM_ADDR): %s — is `engram serve` (or `engram dev`) running?", c.url, msg)}
+			return &exitError{code: exitDown, err: fmt.Errorf("cannot reach Engram at %s (--addr or ENGRAM_ADDR): %s; start it (make dev, or engram serve) or point --addr / ENGRAM_ADDR at it", c.url, rootCause(msg))}
 		}
 		return &exitError{code: exitDown, err: fmt.Errorf("engram is unavailable: %s", msg)}
 	case connect.CodeDeadlineExceeded:
@@ -227,16 +225,6 @@ func describeField(field, desc string, flags fieldFlags) string {
 		return fmt.Sprintf("--%s%s: %s", f, where, desc)
 	}
 	return fmt.Sprintf("%s: %s", field, desc)
-}
-
-// printJSON writes a message in the API's JSON encoding (proto field names).
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 2, 2, ' ', 0) }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -28,7 +27,7 @@ why, when it finished, counts).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(tenant) == "" {
-				return fmt.Errorf("--tenant is required")
+				return badFlag("tenant", "is required")
 			}
 			st, err := openStore(cmd)
 			if err != nil {
@@ -42,7 +41,7 @@ why, when it finished, counts).`,
 					return err
 				}
 				if asJSON {
-					return json.NewEncoder(out).Encode(ts)
+					return printValue(out, ts)
 				}
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "REQUESTED\tSUBJECT\tSTATUS\tREQUESTED BY\tREASON\tFINISHED\tCOUNTS")
@@ -68,7 +67,7 @@ why, when it finished, counts).`,
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(out).Encode(rows)
+				return printValue(out, rows)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AT\tPRINCIPAL\tPURPOSE\tUSER\tFACTS\tEVIDENCE\tQUERY")

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime/pprof"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/bench/recallstack"
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/cpustat"
 	"github.com/engramhq/engram/recall"
@@ -148,7 +145,7 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 			// The engines are built as serve builds its own (app.RecallEngine: the
 			// configured keyword index, stored schemas, statement bound and limit),
 			// on the bench's database and embedders.
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
@@ -225,7 +222,7 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 					plans = append(plans, plan{Query: reqs[i].Query, SessionID: reqs[i].SessionID, TaskID: reqs[i].TaskID, Plan: p})
 				}
 				if asJSON {
-					return writeJSON(out, plans)
+					return printValue(out, plans)
 				}
 				for i, p := range plans {
 					fmt.Fprintf(out, "### query %d: %q (session %q, task %q)\n%s\n", i, p.Query, p.SessionID, p.TaskID, p.Plan)
@@ -263,7 +260,7 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 					}
 				}
 				if asJSON {
-					return writeJSON(out, map[string]any{"steps_ms": res, "queries": len(reqs), "load_before": load0, "load_after": cpustat.LoadAvg()})
+					return printValue(out, map[string]any{"stepsMs": res, "queries": len(reqs), "loadBefore": load0, "loadAfter": cpustat.LoadAvg()})
 				}
 				return nil
 			}
@@ -283,7 +280,7 @@ the light user's p95; --json the same. Progress goes to stderr.`,
 				if composite != nil {
 					rep.CompositeModel = composite.Name()
 				}
-				return writeJSON(out, rep)
+				return printValue(out, rep)
 			}
 			fmt.Fprintf(out, "\n%d queries per run; %d tenants × (%d facts + %d evidence); access log %s; load average %s → %s; host steal %.1f%% of the machine's CPU\n\n",
 				queries, tenants, facts, evidence, accessLog, load0, cpustat.LoadAvg(), steal)
@@ -349,12 +346,6 @@ func startCPUProfile(path string) (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // benchDatabase returns the benchmark's database URL, creating the database
 // engram_bench next to ENGRAM_DATABASE_URL's when needed, so a benchmark never
 // fills the engine's own database.
@@ -367,7 +358,7 @@ func benchDatabase(ctx context.Context, flag string) (string, error) {
 	}
 	base := os.Getenv("ENGRAM_DATABASE_URL")
 	if base == "" {
-		return "", fmt.Errorf("set ENGRAM_DATABASE_URL (the bench uses database engram_bench on that server) or --database-url")
+		return "", missingSetting("ENGRAM_DATABASE_URL", "the bench uses database engram_bench on that server, or give --database-url")
 	}
 	u, err := storage.SiblingDatabase(base, "engram_bench")
 	if err != nil {
@@ -409,7 +400,7 @@ func benchUnanalysed(cmd *cobra.Command, list string, queries, lightTurns, batch
 		return err
 	}
 	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), rep)
+		return printValue(cmd.OutOrStdout(), rep)
 	}
 	recallstack.PrintUnanalysed(cmd.OutOrStdout(), rep)
 	return nil
@@ -434,7 +425,7 @@ func benchHistory(cmd *cobra.Command, history string, concs []int, queries, ligh
 		return err
 	}
 	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), rep)
+		return printValue(cmd.OutOrStdout(), rep)
 	}
 	recallstack.PrintHistory(cmd.OutOrStdout(), rep)
 	return nil

@@ -76,7 +76,7 @@ from loading (or being loaded by) others.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), rep)
+				return printValue(cmd.OutOrStdout(), rep)
 			}
 			writebench.Print(cmd.OutOrStdout(), rep)
 			return nil

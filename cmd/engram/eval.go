@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -9,7 +11,6 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/engramhq/engram/app"
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/eval"
 	"github.com/engramhq/engram/recall"
 )
@@ -49,9 +50,12 @@ and write and recall latency. Exits non-zero when a suite misses a threshold.
 See eval/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
+			}
+			if cfg.DatabaseURL == "" {
+				return missingSetting("ENGRAM_DATABASE_URL", "eval creates a database of its own on that server")
 			}
 			if minCheck != "on" && minCheck != "off" {
 				return fmt.Errorf("--min-check: %q (allowed: on, off)", minCheck)
@@ -76,6 +80,11 @@ See eval/README.md.`,
 				named = append(named, eval.NamedEmbedder{Name: name, Embedder: e})
 			}
 			gov := cfg.Governance
+			// --json: the report in the CLI's one JSON casing (printValue), not the table.
+			tableOut := cmd.OutOrStdout()
+			if asJSON {
+				tableOut = io.Discard
+			}
 			if folds != 0 && !tune {
 				return fmt.Errorf("--folds: only with --tune (the halves pick a setting of the grid on one half)")
 			}
@@ -97,21 +106,27 @@ See eval/README.md.`,
 				default:
 					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword, adjacent, around, balance)", tuneGrid)
 				}
-				_, err := eval.TuneMain(cmd.Context(), eval.Config{
+				rows, err := eval.TuneMain(cmd.Context(), eval.Config{
 					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
 					Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
-				}, grid, cmd.OutOrStdout(), asJSON)
+				}, grid, tableOut, false)
+				if asJSON && rows != nil {
+					return errors.Join(printValue(cmd.OutOrStdout(), rows), err)
+				}
 				return err
 			}
-			_, err = eval.Main(cmd.Context(), eval.Config{
-				Suites: suites, Mode: mode, K: k, Out: out, JSON: asJSON, LoCoMo: locomo, MinCheck: minCheck == "on",
+			rep, err := eval.Main(cmd.Context(), eval.Config{
+				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, MinCheck: minCheck == "on",
 				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel, ReuseDB: reuseDB, RunID: runID,
 				Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
 				Embedder: em, Gov: &gov, Progress: os.Stderr, Retrievers: retr, Embedders: named,
 				Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
-			}, cmd.OutOrStdout())
+			}, tableOut)
+			if asJSON && rep != nil {
+				return errors.Join(printValue(cmd.OutOrStdout(), rep), err)
+			}
 			return err
 		},
 	}

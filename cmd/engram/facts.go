@@ -41,8 +41,8 @@ func factsListCmd() *cobra.Command {
   engram facts list --task trip-1 --json`,
 		Args: positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 || limit > 1000 {
-				return badFlag("limit", "%d is outside [1, 1000]", limit)
+			if err := checkRange(cmd, "limit", limit, 1, 1000, ""); err != nil {
+				return err
 			}
 			var err error
 			if req.AsOf, err = parseTime("as-of", asOf); err != nil {
@@ -97,7 +97,7 @@ func factsListCmd() *cobra.Command {
 	f.StringVar(&scope, "scope", "", "only this scope: tenant, department, user, agent, session, task")
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses: active, superseded, expired, invalidated (repeat or comma-separate)")
 	f.BoolVar(&all, "all", false, "every status, not only ACTIVE")
-	f.IntVar(&limit, "limit", 0, "at most this many (default 100, at most 1000)")
+	f.IntVar(&limit, "limit", 0, "at most this many, 1 to 1000 (default 100)")
 	f.StringVar(&asOf, "as-of", "", "only revisions valid at this RFC 3339 time (valid time: when the value was true)")
 	f.StringVar(&knownAt, "known-at", "", "the revisions as the memory held them at this RFC 3339 time (transaction time)")
 	return cmd
@@ -109,7 +109,7 @@ func factsHistoryCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history MEMORY_KEY",
 		Short: "Every revision of one memory key, oldest first",
-		Example: `  engram facts history "$(engram facts list --user u1 --predicate budget --json | jq -r '.facts[0].memory_key')"
+		Example: `  engram facts history "$(engram facts list --user u1 --predicate budget --json | jq -r '.facts[0].memoryKey')"
   engram facts history 'USER:u1|user|budget' --known-at 2026-03-02T09:00:00Z`,
 		Args: positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {

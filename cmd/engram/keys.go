@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -34,7 +33,7 @@ Keys are stored hashed (sha256); the key itself is printed once, by create.`,
 // openStore opens the database of ENGRAM_DATABASE_URL for a command that reads or
 // writes it directly, and refuses one that is not migrated (storage.ErrNotMigrated).
 func openStore(cmd *cobra.Command) (*storage.Store, error) {
-	cfg, err := config.FromEnv()
+	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +57,11 @@ func keysCreateCmd() *cobra.Command {
 		Short: "Create an API key and print it (once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if strings.TrimSpace(k.TenantID) == "" {
-				return fmt.Errorf("--tenant: is required")
+			if err := requireFlag("tenant", k.TenantID); err != nil {
+				return err
 			}
-			if strings.TrimSpace(k.Principal) == "" {
-				return fmt.Errorf("--principal: is required")
+			if err := requireFlag("principal", k.Principal); err != nil {
+				return err
 			}
 			for _, r := range roles {
 				for _, part := range strings.Split(r, ",") {
@@ -82,7 +81,10 @@ func keysCreateCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{"key": key, "id": k.ID, "tenant": k.TenantID, "principal": k.Principal, "roles": k.Roles, "prefix": k.Prefix})
+				return printValue(out, struct {
+					Key string
+					keyView
+				}{key, viewKey(k)})
 			}
 			fmt.Fprintln(out, key)
 			fmt.Fprintf(cmd.ErrOrStderr(), "created key %s (id %s) for %s in tenant %s, roles %s; it is shown only this once\n",
@@ -121,7 +123,11 @@ func keysListCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(out).Encode(keys)
+				views := make([]keyView, len(keys))
+				for i := range keys {
+					views[i] = viewKey(keys[i])
+				}
+				return printValue(out, struct{ Keys []keyView }{views})
 			}
 			tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(tw, "PREFIX\tID\tTENANT\tPRINCIPAL\tROLES\tUSER\tALLOWED USERS\tCREATED\tREVOKED")
@@ -144,10 +150,11 @@ func keysListCmd() *cobra.Command {
 
 func keysRevokeCmd() *cobra.Command {
 	var tenant string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "revoke PREFIX|ID|KEY",
 		Short: "Revoke an API key by its prefix, id or the key itself; calls with it fail from now on",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := openStore(cmd)
 			if err != nil {
@@ -156,15 +163,39 @@ func keysRevokeCmd() *cobra.Command {
 			defer st.Close()
 			k, err := st.RevokeAPIKey(cmd.Context(), tenant, args[0])
 			if err == storage.ErrNotFound {
-				return fmt.Errorf("no live key %q", args[0])
+				return &exitError{code: exitNotFound, err: fmt.Errorf("no live key %q", args[0])}
 			}
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return printValue(cmd.OutOrStdout(), viewKey(*k))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked key %s of %s in tenant %s\n", k.Prefix, k.Principal, k.TenantID)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only revoke a key of this tenant")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the revoked key's record as JSON")
 	return cmd
+}
+
+// keyView is an API key's record as --json prints it: everything but its hash.
+type keyView struct {
+	ID           string
+	Prefix       string
+	TenantID     string
+	Principal    string
+	Roles        []string
+	UserID       string   `json:",omitempty"`
+	DepartmentID string   `json:",omitempty"`
+	AgentID      string   `json:",omitempty"`
+	AllowedUsers []string `json:",omitempty"`
+	CreatedAt    time.Time
+	RevokedAt    *time.Time `json:",omitempty"`
+}
+
+func viewKey(k storage.APIKey) keyView {
+	return keyView{ID: k.ID, Prefix: k.Prefix, TenantID: k.TenantID, Principal: k.Principal, Roles: k.Roles, UserID: k.UserID,
+		DepartmentID: k.DepartmentID, AgentID: k.AgentID, AllowedUsers: k.AllowedUsers, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }

@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/storage"
 )
@@ -21,7 +20,7 @@ import (
 // the workers, which must hold the new key and the old ones in
 // ENGRAM_ENCRYPTION_OLD_KEYS).
 func keysRotateDataCmd() *cobra.Command {
-	var includeClear, wait bool
+	var includeClear, wait, asJSON bool
 	var batch int
 	cmd := &cobra.Command{
 		Use:   "rotate-data",
@@ -33,11 +32,10 @@ in the Temporal Web UI); when 'engram keys data-status' shows only the new key i
 keys. --include-clear also seals rows written before encryption was turned on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
-			if err != nil {
+			if err := checkRange(cmd, "batch", batch, 1, 10000, " rows"); err != nil {
 				return err
 			}
-			c, err := dialTemporal(cfg)
+			cfg, c, err := temporalClient()
 			if err != nil {
 				return err
 			}
@@ -49,28 +47,39 @@ keys. --include-clear also seals rows written before encryption was turned on.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rotation running: workflow %s run %s\n", run.GetID(), run.GetRunID())
-			if !wait {
-				return nil
+			out := struct {
+				WorkflowID, RunID string
+				Resealed          map[string]int `json:",omitempty"`
+			}{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+			if !asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "rotation running: workflow %s run %s\n", run.GetID(), run.GetRunID())
 			}
-			var res map[string]int
-			if err := run.Get(context.WithoutCancel(cmd.Context()), &res); err != nil {
-				return err
+			if wait {
+				if err := run.Get(context.WithoutCancel(cmd.Context()), &out.Resealed); err != nil {
+					return err
+				}
 			}
-			b, _ := json.Marshal(res)
-			fmt.Fprintf(cmd.OutOrStdout(), "re-sealed rows: %s\n", b)
+			if asJSON {
+				return printValue(cmd.OutOrStdout(), out)
+			}
+			if wait {
+				b, _ := json.Marshal(out.Resealed)
+				fmt.Fprintf(cmd.OutOrStdout(), "re-sealed rows: %s\n", b)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&includeClear, "include-clear", false, "also encrypt rows stored before encryption was enabled")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the rotation to finish")
-	cmd.Flags().IntVar(&batch, "batch", 200, "rows per transaction")
+	cmd.Flags().IntVar(&batch, "batch", 200, "rows per transaction, 1 to 10000")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the workflow (and, with --wait, the re-sealed rows per table) as JSON")
 	return cmd
 }
 
 // keysDataStatusCmd is `engram keys data-status`: rows per encryption key id.
 func keysDataStatusCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "data-status",
 		Short: "Count stored rows per encryption key id ('' = clear text)",
 		Args:  cobra.NoArgs,
@@ -83,6 +92,9 @@ func keysDataStatusCmd() *cobra.Command {
 			u, err := st.KeyUsage(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if asJSON { // {"rows": {"facts": {"": 3, "k2": 40}, …}}: table, key id ('' = clear text), rows
+				return printValue(cmd.OutOrStdout(), struct{ Rows any }{u})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TABLE\tKEY ID\tROWS")
@@ -103,6 +115,8 @@ func keysDataStatusCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the row counts per table and key id as JSON")
+	return cmd
 }
 
 var _ = storage.RotationTables

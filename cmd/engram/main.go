@@ -21,6 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
+		err = explainBackend(err)
 		fmt.Fprintln(os.Stderr, "engram:", err)
 		os.Exit(exitCodeOf(err))
 	}
@@ -34,6 +35,7 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(flagErrorFunc)
+	root.PersistentPreRunE = checkUTF8
 	schema := schemaCmd()
 	schema.Short = "Domain schemas: get, put (through the API), suggest"
 	schema.AddCommand(schemaAPICmds()...)
@@ -52,12 +54,19 @@ func logger() *slog.Logger {
 }
 
 func versionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "engram %s\n", version)
+		Args:  positional(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				return printValue(cmd.OutOrStdout(), struct{ Version string }{version})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "engram %s\n", version)
+			return err
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"version": …}`)
+	return cmd
 }

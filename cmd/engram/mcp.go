@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/app"
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/mcp"
 )
 
@@ -28,7 +27,7 @@ so that remember commits without another process. Logs go to stderr.`,
 			if key == "" {
 				return &exitError{code: exitAuth, err: errors.New("ENGRAM_API_KEY is not set: the MCP server acts with an API key (create one with `engram keys create`)")}
 			}
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
@@ -46,6 +45,6 @@ so that remember commits without another process. Logs go to stderr.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run the Temporal worker in this process (an `engram serve` or `engram worker` runs it)")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run the Temporal worker in this process (an 'engram serve' or 'engram worker' runs it)")
 	return cmd
 }

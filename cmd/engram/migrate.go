@@ -6,18 +6,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/storage"
 )
 
 func migrateCmd() *cobra.Command {
-	var status bool
+	var status, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply database migrations (ENGRAM_DATABASE_URL)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
@@ -31,6 +30,9 @@ func migrateCmd() *cobra.Command {
 				applied, pending, err := st.MigrationStatus(cmd.Context())
 				if err != nil {
 					return err
+				}
+				if asJSON {
+					return printValue(out, struct{ Applied, Pending []string }{nonNil(applied), nonNil(pending)})
 				}
 				tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 				fmt.Fprintln(tw, "MIGRATION\tSTATE")
@@ -46,6 +48,9 @@ func migrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printValue(out, struct{ Applied []string }{nonNil(names)})
+			}
 			if len(names) == 0 {
 				fmt.Fprintln(out, "database is up to date")
 			}
@@ -56,5 +61,6 @@ func migrateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&status, "status", false, "list applied and pending migrations instead of applying")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print JSON: {"applied": […]} (the ones applied now), with --status also "pending"`)
 	return cmd
 }

@@ -29,11 +29,11 @@ func recallCmd() *cobra.Command {
   engram recall --user u1 --known-at 2026-03-02T09:00:00Z --query budget`,
 		Args: positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if k < 0 || k > 100 {
-				return badFlag("k", "%d is outside [1, 100]", k)
+			if err := checkRange(cmd, "k", k, 1, 100, ""); err != nil {
+				return err
 			}
-			if budget < 0 || budget > 8000 {
-				return badFlag("budget", "%d is outside [1, 8000] tokens", budget)
+			if err := checkRange(cmd, "budget", budget, 1, 8000, " tokens"); err != nil {
+				return err
 			}
 			if len(req.Query) > 8<<10 {
 				return badFlag("query", "is longer than 8 KiB")
@@ -72,8 +72,8 @@ func recallCmd() *cobra.Command {
 	f.StringVar(&req.TaskId, "task", "", "current task (task state and task-scoped memory)")
 	f.StringVar(&asOf, "as-of", "", "answer as of this RFC 3339 time (default now, or --known-at)")
 	f.StringVar(&knownAt, "known-at", "", "answer as the memory knew it at this RFC 3339 time (transaction time; default now)")
-	f.IntVar(&k, "k", 0, "ranked items to return (default 10, at most 100)")
-	f.IntVar(&budget, "budget", 0, "token budget of the context (default 1000, at most 8000)")
+	f.IntVar(&k, "k", 0, "ranked items to return, 1 to 100 (default 10)")
+	f.IntVar(&budget, "budget", 0, "token budget of the context, 1 to 8000 (default 1000)")
 	f.StringVar(&req.Schema, "schema", "", "schema used to parse the query (default general)")
 	f.StringVar(&req.Purpose, "purpose", "cli", "why you read (recorded in the access log)")
 	return cmd

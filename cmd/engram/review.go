@@ -39,8 +39,8 @@ func reviewListCmd() *cobra.Command {
 		Short: "Candidates awaiting review, oldest first",
 		Args:  positional(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 || limit > 1000 {
-				return badFlag("limit", "%d is outside [1, 1000]", limit)
+			if err := checkRange(cmd, "limit", limit, 1, 1000, ""); err != nil {
+				return err
 			}
 			c, err := o.dial()
 			if err != nil {

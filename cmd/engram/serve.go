@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/engramhq/engram/app"
-	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/server"
 )
 
@@ -31,7 +30,7 @@ and MCP call needs an API key (engram keys create). By default the Temporal work
 'engram serve --no-worker' and 'engram worker' to split them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
@@ -65,7 +64,7 @@ and MCP call needs an API key (engram keys create). By default the Temporal work
 		def = "127.0.0.1:8080"
 	}
 	cmd.Flags().StringVar(&addr, "addr", def, "address to listen on (ENGRAM_ADDR)")
-	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run the Temporal worker in this process (run `engram worker` separately)")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run the Temporal worker in this process (run 'engram worker' separately)")
 	cmd.Flags().DurationVar(&grace, "shutdown-grace", 20*time.Second, "how long running calls may finish on shutdown")
 	return cmd
 }

@@ -13,13 +13,23 @@ func dialTemporal(cfg config.Config) (client.Client, error) {
 	return app.DialTemporal(cfg, logger(), nil)
 }
 
+// temporalClient reads the configuration and dials Temporal with it.
+func temporalClient() (config.Config, client.Client, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return cfg, nil, err
+	}
+	c, err := dialTemporal(cfg)
+	return cfg, c, err
+}
+
 func workerCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "worker",
 		Short: "Run the Temporal worker: memory writes, tasks, maintenance",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.FromEnv()
+			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}

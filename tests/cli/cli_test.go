@@ -68,13 +68,13 @@ func TestCLI(t *testing.T) {
 		m := decode(t, s.as(agent, "ingest", "--user", "u1", "--schema", "travel", "--task", "trip-1",
 			"--text", "这次旅行预算调整到10000元", "--wait", "--json", "--idempotency-key", "trip-budget-1"), "ingest --json")
 		assert.Equal(t, "WRITE_STATUS_COMMITTED", str(m, "status"))
-		assert.Equal(t, "trip-budget-1", str(m, "idempotency_key"))
+		assert.Equal(t, "trip-budget-1", str(m, "idempotencyKey"))
 		assert.Equal(t, "CREATE", str(m, "outcomes", 0, "action"))
 
 		// The same key again joins the same write: nothing is written twice.
 		again := decode(t, s.as(agent, "ingest", "--user", "u1", "--schema", "travel", "--task", "trip-1",
 			"--text", "这次旅行预算调整到10000元", "--wait", "--json", "--idempotency-key", "trip-budget-1"), "ingest again")
-		assert.Equal(t, str(m, "event_id"), str(again, "event_id"))
+		assert.Equal(t, str(m, "eventId"), str(again, "eventId"))
 
 		out = s.as(agent, "recall", "--user", "u1", "--schema", "travel", "--task", "trip-1", "--query", "这次旅行的预算是多少").ok(t, "recall")
 		assert.Contains(t, out, "## constraints")
@@ -140,7 +140,7 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, out, "task:trip-1")
 		m := decode(t, s.as(agent, "facts", "list", "--user", "u1", "--predicate", "budget", "--scope", "user", "--json"), "facts list --json")
 		require.Len(t, dig(m, "facts").([]any), 1)
-		budgetKey = str(m, "facts", 0, "memory_key")
+		budgetKey = str(m, "facts", 0, "memoryKey")
 		factID := str(m, "facts", 0, "id")
 		require.NotEmpty(t, budgetKey)
 
@@ -157,7 +157,7 @@ func TestCLI(t *testing.T) {
 		pendingOf := func(text string) string {
 			m := decode(t, s.as(agent, "ingest", "--user", "u9", "--schema", "travel", "--text", text, "--wait", "--json"), "ingest inferred")
 			require.Equal(t, "WRITE_STATUS_PENDING_REVIEW", str(m, "status"), "%v", m)
-			return str(m, "pending", 0, "candidate_id")
+			return str(m, "pending", 0, "candidateId")
 		}
 		seat := pendingOf("我上次坐了靠窗的位置，挺好")
 		out := s.as(reviewer, "review", "list", "--user", "u9").ok(t, "review list")
