@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -129,7 +130,7 @@ func waitErasure(ctx context.Context, c client.Client, run client.WorkflowRun, t
 	for {
 		select {
 		case r := <-got:
-			if r.err != nil && ctx.Err() != nil {
+			if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return r.res, &exitError{code: exitFailure, err: fmt.Errorf("--wait-timeout: the erasure %s is still running after %s (last step: %s); it goes on: follow it with engram audit --tenant T --erasures, or in the Temporal Web UI",
 					run.GetID(), timeout, dash(last))}
 			}
