@@ -23,7 +23,8 @@ func recallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recall [--query Q] [--user U] [--task T] [flags]",
 		Short: "What should the agent remember right now? Prints the context and the ranked memories",
-		Example: `  engram recall --user u1 --schema travel --query "预算"
+		Example: `  engram recall --user u1                  # no question: the user's current facts
+  engram recall --user u1 --schema travel --query "预算"
   engram recall --user u1 --schema travel --task trip-1 --query "这次旅行的预算" --budget 500
   engram recall --user u1 --as-of 2026-03-01T00:00:00Z --query budget --json
   engram recall --user u1 --known-at 2026-03-02T09:00:00Z --query budget`,
@@ -66,7 +67,7 @@ func recallCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.register(f)
-	f.StringVar(&req.Query, "query", "", "the question or the current turn")
+	f.StringVar(&req.Query, "query", "", "the question or the current turn (none: the user's current facts)")
 	f.StringVar(&req.UserId, "user", "", "the user (required unless the API key is bound to one)")
 	f.StringVar(&req.SessionId, "session", "", "current session (session memory, recent turns)")
 	f.StringVar(&req.TaskId, "task", "", "current task (task state and task-scoped memory)")
