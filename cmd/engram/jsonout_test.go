@@ -56,12 +56,12 @@ func TestPrintValueCamel(t *testing.T) {
 		t.Fatalf("%v: %s", err, b.String())
 	}
 	want := `[{"tenantId":"t","counts":{"fact_evidence":2},"factIds":["f"],"at":"2026-01-02T03:04:05Z","inner":{"subjectId":"u"}}]`
-	if compact := compactJSON(t, b.Bytes()); compact != want {
+	if compact := compactOf(t, b.Bytes()); compact != want {
 		t.Errorf("printValue:\n got %s\nwant %s", compact, want)
 	}
 }
 
-func compactJSON(t *testing.T, b []byte) string {
+func compactOf(t *testing.T, b []byte) string {
 	var out bytes.Buffer
 	if err := json.Compact(&out, b); err != nil {
 		t.Fatal(err)

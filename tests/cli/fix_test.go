@@ -153,16 +153,6 @@ func TestCLIInputErrorsAndRecallWithoutQuery(t *testing.T) {
 	assert.Contains(t, s.as(agent, "recall", "--user", "u2").ok(t, "recall of another user"), "nothing to remember", "another user's facts stay theirs")
 }
 
-// envValue is the value a process started with env sees: the last one.
-func envValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if n, val, ok := strings.Cut(kv, "="); ok && n == name {
-			v = val
-		}
-	}
-	return v
-}
 
 // dataMaps are --json members whose keys are data (table or step names), not
 // field names.
