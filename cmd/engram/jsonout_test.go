@@ -102,7 +102,7 @@ func TestReportsJSONCamel(t *testing.T) {
 		"bench recall --history":     &recallstack.HistoryReport{},
 		"bench recall --unanalysed":  &recallstack.UnanalysedReport{},
 		"bench write":                &writebench.Report{},
-		"audit --erasures (storage)": []storage.Tombstone{{Counts: map[string]int64{"fact_evidence": 1}}},
+		"audit --erasures (storage)": []storage.ErasureRequest{{Counts: map[string]int64{"fact_evidence": 1}}},
 		"audit (storage)":            []storage.AccessEntry{{}},
 	} {
 		var b bytes.Buffer
