@@ -153,7 +153,6 @@ func TestCLIInputErrorsAndRecallWithoutQuery(t *testing.T) {
 	assert.Contains(t, s.as(agent, "recall", "--user", "u2").ok(t, "recall of another user"), "nothing to remember", "another user's facts stay theirs")
 }
 
-
 // dataMaps are --json members whose keys are data (table or step names), not
 // field names.
 var dataMaps = map[string]bool{"counts": true, "rows": true, "resealed": true}
