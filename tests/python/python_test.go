@@ -108,9 +108,50 @@ func TestPythonClient(t *testing.T) {
 			filepath.Join(root, "examples", "python", "agent_loop.py"))
 		require.NoError(t, err, "agent_loop.py:\n%s", out)
 		t.Logf("agent_loop.py:\n%s", out)
-		assert.Contains(t, out, "Searching flights with what I remember: budget = 10000 CNY (task scope); budget = 8000 CNY (user scope); flight_type = direct (user scope).")
+		_, search, ok := strings.Cut(out, "Searching flights with what I remember: ")
+		require.True(t, ok, "the agent searched flights")
+		search, _, _ = strings.Cut(search, "\n")
+		for _, known := range []string{"budget = 10000 CNY (task scope)", "budget = 8000 CNY (user scope)", "flight_type = direct (user scope)", "destination = 里斯本 (task scope)"} {
+			assert.Contains(t, search, known, "the agent recalled it")
+		}
 		assert.Contains(t, out, "CREATE TASK:lisbon-")
 		assert.Contains(t, out, "## recent turns")
+		assert.Contains(t, out, "agent: Searching flights with what I remember:", "the agent's reply is kept as a turn and recalled")
+		assert.Contains(t, out, "2 of its claims refused as the user's facts", "the agent's last reply restated both budgets")
+
+		// The user's history, as the example prints it and as the API holds it: the
+		// user's statements alone (issue 50: the agent's "budget = 10000 CNY" was
+		// the user's budget), each in its scope.
+		_, listed, ok := strings.Cut(out, "the user's memory, every revision, with the turn it came from:\n")
+		require.True(t, ok)
+		lines := strings.Split(strings.TrimSpace(listed), "\n")
+		assert.Len(t, lines, 4, listed)
+		for _, l := range lines {
+			assert.Contains(t, l, "rev 1 ACTIVE", l)
+			assert.Contains(t, l, " <- user: ", "every memory comes from the user's words: %s", l)
+			assert.NotContains(t, l, "agent:", l)
+		}
+		api := client.New(s.URL, key)
+		facts, err := api.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u-python-demo"})
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, f := range facts {
+			got[f.Scope.Scope.String()+" "+f.Predicate] = f.Object
+			assert.Equal(t, int32(1), f.Revision, f.MemoryKey)
+			assert.Equal(t, engramv1.FactStatus_FACT_STATUS_ACTIVE, f.Status, f.MemoryKey)
+			assert.NotContains(t, f.Content, "remember", "no fact quotes the agent: %s", f.Content)
+			full, err := api.GetFact(ctx, f.Id)
+			require.NoError(t, err)
+			assert.Len(t, full.EvidenceIds, 1, "one statement, the user's: %s", f.MemoryKey)
+		}
+		assert.Equal(t, map[string]string{
+			"SCOPE_USER budget": "8000 CNY", "SCOPE_USER flight_type": "direct",
+			"SCOPE_TASK budget": "10000 CNY", "SCOPE_TASK destination": "里斯本",
+		}, got)
+		now, err := api.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u-python-demo", Predicate: "budget", Scope: engramv1.Scope_SCOPE_USER, AsOf: timestamppb.Now()})
+		require.NoError(t, err)
+		require.Len(t, now, 1, "as of now the user's budget is one value")
+		assert.Equal(t, "8000 CNY", now[0].Object)
 	})
 }
 
