@@ -149,23 +149,9 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	// workflow's (see notice.go).
 	defer postNotFinal(ctx, "Record")
 	e := in.Event
-	if err := e.Validate(); err != nil {
-		return RecordResult{}, badWriteInput(err)
-	}
-	pinned, err := a.pinSchema(ctx, e.TenantID, e.Schema)
+	pinned, err := a.admit(ctx, e)
 	if err != nil {
 		return RecordResult{}, err
-	}
-	if _, err := a.schemaFor(ctx, e.TenantID, pinned); err != nil {
-		return RecordResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), memory.ErrTypeUnknownSchema, err)
-	}
-	if m := memoOf(ctx); m == nil || !m.clear[[2]string{e.TenantID, e.UserID}] {
-		if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
-			return RecordResult{}, err
-		}
-		if m != nil {
-			m.clear[[2]string{e.TenantID, e.UserID}] = true
-		}
 	}
 	// Redaction and sealing (when configured) happen before anything is stored: the
 	// keyword index and the vectors are built from the redacted clear text.
@@ -173,21 +159,90 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	if err != nil {
 		return RecordResult{}, fmt.Errorf("protect content: %w", err)
 	}
-	// The API stored the event before starting this write: look it up first.
-	ev, created, err := a.Store.EnsureEvent(ctx, e.TenantID, storage.NewEvent(e, in.WorkflowID, prot))
-	if errors.Is(err, storage.ErrIdempotencyConflict) {
-		return RecordResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIdempotencyConflict, err)
-	}
-	var fe memory.FieldError
-	if errors.As(err, &fe) {
-		return RecordResult{}, badWriteInput(err)
-	}
+	ev, created, err := a.storeEvent(ctx, e, in.WorkflowID, prot)
 	if err != nil {
 		return RecordResult{}, err
 	}
+	evd, err := a.storeEvidence(ctx, e, ev.ID, prot, in.Embed)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	// An earlier attempt's row is returned as stored: it says whether it has a vector.
+	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned, Indexed: a.Embedder == nil || evd.Embedding != nil}
+	if ip, ok := a.Extractor.(inProcess); ok && ip.InProcess() {
+		res.LocalExtract = true
+	}
+	if prot.Redacted != e.Content {
+		res.Stored = prot.Redacted
+	}
+	if err := a.extractorContext(ctx, e, evd.ID, &res); err != nil {
+		return res, err
+	}
+	if in.UpdateSession && e.SessionID != "" {
+		res.SessionUpdated = a.sessionInRecord(ctx, e, evd.ID, res.Text(e))
+	}
+	if in.ExtractAttempts > 0 && res.LocalExtract {
+		pe := e
+		if pinned != "" {
+			pe.Schema = pinned
+		}
+		x, err := a.extractValidated(ctx, pe, res, in.ExtractAttempts)
+		if err != nil {
+			// Left to the Extract step, with its retry policy.
+			activity.GetLogger(ctx).Warn("in-process extraction failed; the Extract step will retry it", "error", err)
+		} else {
+			res.Extracted, res.Recent, res.Known = x, nil, nil
+		}
+	}
+	return res, nil
+}
+
+// admit checks an event may be written: valid, its schema known (the version it
+// is pinned to, returned), its user not being erased.
+func (a *MemoryActivities) admit(ctx context.Context, e memory.IngestEvent) (pinned string, err error) {
+	if err := e.Validate(); err != nil {
+		return "", badWriteInput(err)
+	}
+	if pinned, err = a.pinSchema(ctx, e.TenantID, e.Schema); err != nil {
+		return "", err
+	}
+	if _, err := a.schemaFor(ctx, e.TenantID, pinned); err != nil {
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("schema: %v", err), memory.ErrTypeUnknownSchema, err)
+	}
+	if m := memoOf(ctx); m == nil || !m.clear[[2]string{e.TenantID, e.UserID}] {
+		if err := RefuseDuringErasure(ctx, a.Store, e.TenantID, e.UserID); err != nil {
+			return "", err
+		}
+		if m != nil {
+			m.clear[[2]string{e.TenantID, e.UserID}] = true
+		}
+	}
+	return pinned, nil
+}
+
+// storeEvent stores the event, or finds it: the API stored it before starting
+// this write, so it is looked up first. A key used for another event, or a field
+// Postgres refuses, fails the write for good.
+func (a *MemoryActivities) storeEvent(ctx context.Context, e memory.IngestEvent, workflowID string, prot storage.ProtectedContent) (*storage.Event, bool, error) {
+	ev, created, err := a.Store.EnsureEvent(ctx, e.TenantID, storage.NewEvent(e, workflowID, prot))
+	if errors.Is(err, storage.ErrIdempotencyConflict) {
+		return nil, false, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeIdempotencyConflict, err)
+	}
+	var fe memory.FieldError
+	if errors.As(err, &fe) {
+		return nil, false, badWriteInput(err)
+	}
+	return ev, created, err
+}
+
+// storeEvidence stores the event's turn as evidence (idempotent on the event and
+// its locator): what it is found by, its vector and its long sentences' vectors
+// when embed (an embedder that fails leaves them to the Index step), and its
+// sealed original.
+func (a *MemoryActivities) storeEvidence(ctx context.Context, e memory.IngestEvent, eventID string, prot storage.ProtectedContent, embed bool) (*storage.Evidence, error) {
 	locator := e.Locator
 	if locator == "" {
-		locator = "event:" + ev.ID
+		locator = "event:" + eventID
 	}
 	// The turn is found by its own words and its speaker's name (its questions' words
 	// at a fraction), and, at a fraction, by the turn before it in the conversation
@@ -198,15 +253,15 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	}
 	prev, err := a.previousTurn(ctx, e)
 	if err != nil {
-		return RecordResult{}, err
+		return nil, err
 	}
 	row := &storage.Evidence{
-		EventID: ev.ID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
+		EventID: eventID, Kind: evidenceKind[e.EventType], Content: prot.Stored, KeyID: prot.KeyID, Locator: locator,
 		Speaker: e.ActorType + ":" + firstNonEmpty(e.ActorID, e.UserID), UserID: e.UserID, DepartmentID: e.DepartmentID,
 		AgentID: e.AgentID, SessionID: e.SessionID, TaskID: e.TaskID, OccurredAt: e.OccurredAt.UTC(),
 	}
 	var sentences []*pgvector.Vector
-	if in.Embed && a.Embedder != nil {
+	if embed && a.Embedder != nil {
 		// The vector goes in with the row: no Index step to read the text back and
 		// update it. An embedder that fails leaves the row without one, for Index.
 		// A long turn's sentences are embedded in the same call, each on its own
@@ -224,66 +279,55 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	evd, err := a.Store.InsertEvidenceSearch(ctx, e.TenantID, row, storage.EvidenceSearch{
 		Told: storage.SearchText(own), Asked: storage.SearchText(asked), Context: storage.SearchText(prev)})
 	if err != nil {
-		return RecordResult{}, err
+		return nil, err
 	}
 	if err := a.Store.InsertEvidenceSentences(ctx, e.TenantID, evd.ID, evd.UserID, sentences); err != nil {
-		return RecordResult{}, err
+		return nil, err
 	}
 	if prot.OriginalSealed != "" {
 		if err := a.Store.SetEvidenceOriginal(ctx, e.TenantID, evd.ID, prot); err != nil {
-			return RecordResult{}, err
+			return nil, err
 		}
 	}
-	// An earlier attempt's row is returned as stored: it says whether it has a vector.
-	res := RecordResult{EventID: ev.ID, EvidenceID: evd.ID, Created: created, Schema: pinned, Indexed: a.Embedder == nil || evd.Embedding != nil}
-	if ip, ok := a.Extractor.(inProcess); ok && ip.InProcess() {
-		res.LocalExtract = true
-	}
-	if prot.Redacted != e.Content {
-		res.Stored = prot.Redacted
-	}
-	recent, err := a.Store.RecentTurns(ctx, e.TenantID, storage.TurnQuery{UserID: e.UserID, ExcludeID: evd.ID, Before: e.OccurredAt, Inclusive: true, Limit: 5})
+	return evd, nil
+}
+
+// extractorContext gathers what the extractor reads beside the turn: the user's
+// recent turns (oldest first) and known entities.
+func (a *MemoryActivities) extractorContext(ctx context.Context, e memory.IngestEvent, evidenceID string, res *RecordResult) error {
+	recent, err := a.Store.RecentTurns(ctx, e.TenantID, storage.TurnQuery{UserID: e.UserID, ExcludeID: evidenceID, Before: e.OccurredAt, Inclusive: true, Limit: 5})
 	if err != nil {
-		return res, fmt.Errorf("load recent turns: %w", err)
+		return fmt.Errorf("load recent turns: %w", err)
 	}
 	for i := len(recent) - 1; i >= 0; i-- { // oldest first
 		res.Recent = append(res.Recent, recent[i])
 	}
 	ents, err := a.Store.EntitiesOfUser(ctx, e.TenantID, e.UserID, 50)
 	if err != nil {
-		return res, fmt.Errorf("load known entities: %w", err)
+		return fmt.Errorf("load known entities: %w", err)
 	}
 	for _, en := range ents {
 		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
 	}
-	if in.UpdateSession && e.SessionID != "" {
-		_, err := a.UpdateSession(ctx, SessionTurn(e, evd.ID, res.Text(e)))
-		var ae *temporal.ApplicationError
-		switch {
-		case err == nil:
-			res.SessionUpdated = true
-		case errors.As(err, &ae) && ae.Type() == memory.ErrTypeBadInput:
-			// A session that cannot take the turn never fails the write.
-			activity.GetLogger(ctx).Warn("session not updated", "error", err)
-			res.SessionUpdated = true
-		default:
-			activity.GetLogger(ctx).Warn("updating the session failed; the UpdateSession step will retry it", "error", err)
-		}
+	return nil
+}
+
+// sessionInRecord adds the turn to its session's working memory inside Record and
+// says whether that is settled: a session that cannot take the turn never fails
+// the write (settled); any other failure is left to the UpdateSession step.
+func (a *MemoryActivities) sessionInRecord(ctx context.Context, e memory.IngestEvent, evidenceID, text string) bool {
+	_, err := a.UpdateSession(ctx, SessionTurn(e, evidenceID, text))
+	var ae *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &ae) && ae.Type() == memory.ErrTypeBadInput:
+		activity.GetLogger(ctx).Warn("session not updated", "error", err)
+		return true
+	default:
+		activity.GetLogger(ctx).Warn("updating the session failed; the UpdateSession step will retry it", "error", err)
+		return false
 	}
-	if in.ExtractAttempts > 0 && res.LocalExtract {
-		pe := e
-		if pinned != "" {
-			pe.Schema = pinned
-		}
-		x, err := a.extractValidated(ctx, pe, res, in.ExtractAttempts)
-		if err != nil {
-			// Left to the Extract step, with its retry policy.
-			activity.GetLogger(ctx).Warn("in-process extraction failed; the Extract step will retry it", "error", err)
-		} else {
-			res.Extracted, res.Recent, res.Known = x, nil, nil
-		}
-	}
-	return res, nil
 }
 
 // extractValidated runs the extractor and validates its output, feeding the errors
@@ -1044,116 +1088,144 @@ func indexable(a governance.Action) bool {
 
 // applyAction writes what the decision says and returns the fact id it touched.
 func (a *MemoryActivities) applyAction(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed, c memory.Candidate, d governance.Decision) (string, error) {
-	tenant := in.Event.TenantID
 	switch d.Action {
 	case governance.ActionCreate, governance.ActionSupersede, governance.ActionHistorical:
-		ref := it.Proposal.Scope
-		attrs, _ := json.Marshal(c.Attributes)
-		if c.Attributes == nil {
-			attrs = []byte("{}")
-		}
-		cid := it.CandidateID
-		validFrom := d.ValidFrom
-		if validFrom.IsZero() {
-			validFrom = in.Event.OccurredAt.UTC()
-		}
-		f := &storage.Fact{
-			MemoryKey: it.Proposal.MemoryKey, OwnerType: "USER", OwnerID: in.Event.UserID,
-			Scope: ref.Scope, DepartmentID: ref.DepartmentID, UserID: firstNonEmpty(ref.UserID, in.Event.UserID),
-			AgentID: ref.AgentID, SessionID: ref.SessionID, TaskID: ref.TaskID,
-			MemoryType: c.MemoryType, Subject: c.Subject, Predicate: c.Predicate, Object: c.Object,
-			Content: c.Content, Attributes: attrs, EntityType: c.EntityType, EntityID: c.EntityID,
-			Origin: c.Origin, Confidence: clamp01(d.Confidence), ValidFrom: validFrom, ValidUntil: d.ValidUntil,
-			ObservedAt: in.Event.OccurredAt.UTC(), SourceCandidateID: &cid,
-			SchemaName: s.Name, SchemaVersion: s.Version, Reason: d.Reason,
-		}
-		if ref.Scope == memory.ScopeDepartment || ref.Scope == memory.ScopeTenant {
-			f.UserID = "" // a shared fact is not owned by the user who said it
-			f.OwnerType, f.OwnerID = string(ref.Scope), ref.DepartmentID
-		}
-		f.Content = factContent(c)
-		f.Embedding = in.vectors[f.Content]
-		if f.Confidence == 0 {
-			f.Confidence = clamp01(c.Confidence)
-		}
-		mode := storage.WriteCurrent
-		if d.Action == governance.ActionHistorical {
-			mode = storage.WriteHistorical
-		}
-		if !d.StatedAt.IsZero() {
-			f.StatedAt = []time.Time{d.StatedAt}
-		}
-		if err := a.trim(ctx, tx, tenant, d); err != nil {
-			return "", err
-		}
-		search := storage.SearchText(f.Content + " " + f.Object)
-		var err error
-		if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
-			return "", fmt.Errorf("seal fact content: %w", err)
-		}
-		var wf *storage.Fact
-		if f.MemoryKey != "" {
-			wf, err = storage.WriteFactRevisionLocked(ctx, tx, tenant, f, mode, search) // Commit locked every key of its items
-		} else {
-			wf, err = storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
-		}
-		if err != nil {
-			return "", err
-		}
-		if f.Embedding != nil {
-			in.indexed[wf.ID] = true
-		}
-		if err := storage.LinkFactEvidence(ctx, tx, tenant, wf.ID, in.EvidenceID, memory.RelSupport); err != nil {
-			return "", err
-		}
-		if r := d.Reopen; r != nil && d.Target != nil {
-			// The statement split the Target: its value holds again after it.
-			ro, err := storage.ReopenRevision(ctx, tx, tenant, d.Target.FactID, r.From, r.Until, r.Status, r.StatedAt, wf.ID,
-				fmt.Sprintf("%s stated again at %s, after %s", d.Target.Object, r.From.UTC().Format(time.RFC3339), c.Object))
-			if err != nil {
-				return "", err
-			}
-			if err := storage.EnqueueFact(ctx, tx, tenant, ro.ID); err != nil {
-				return "", err
-			}
-		}
-		return wf.ID, storage.EnqueueFact(ctx, tx, tenant, wf.ID)
+		return a.writeRevision(ctx, tx, s, in, it, c, d)
 	case governance.ActionDuplicate:
-		if d.Target == nil {
-			return "", fmt.Errorf("duplicate without a target fact")
-		}
-		if err := a.trim(ctx, tx, tenant, d); err != nil {
-			return "", err
-		}
-		if err := storage.RestateFact(ctx, tx, tenant, d.Target.FactID, clamp01(d.Confidence), d.StatedAt, d.ExtendFrom); err != nil {
-			return "", err
-		}
-		if d.ExtendFrom != nil {
-			if err := storage.EnqueueFact(ctx, tx, tenant, d.Target.FactID); err != nil {
-				return "", err
-			}
-		}
-		if err := storage.LinkFactEvidence(ctx, tx, tenant, d.Target.FactID, in.EvidenceID, memory.RelSupport); err != nil {
-			return "", err
-		}
-		return d.Target.FactID, nil
+		return a.restate(ctx, tx, in, d)
 	case governance.ActionInvalidate:
-		if d.Target == nil {
-			return "", fmt.Errorf("invalidation without a target fact")
-		}
-		closed, err := storage.CloseFact(ctx, tx, tenant, d.Target.MemoryKey, memory.FactInvalidated, in.Event.OccurredAt.UTC(), d.Reason)
-		if errors.Is(err, storage.ErrNotFound) {
-			return "", nil // already closed by a concurrent write
-		}
-		if err != nil {
-			return "", err
-		}
-		if err := storage.LinkFactEvidence(ctx, tx, tenant, closed.ID, in.EvidenceID, memory.RelConflict); err != nil {
-			return "", err
-		}
-		return closed.ID, storage.EnqueueFact(ctx, tx, tenant, closed.ID)
+		return invalidate(ctx, tx, in, d)
 	}
 	return "", nil
+}
+
+// newFact is the fact revision a created, superseding or historical candidate
+// writes (its content not yet sealed).
+func newFact(s *schema.Schema, in CommitInput, it Governed, c memory.Candidate, d governance.Decision) *storage.Fact {
+	ref := it.Proposal.Scope
+	attrs, _ := json.Marshal(c.Attributes)
+	if c.Attributes == nil {
+		attrs = []byte("{}")
+	}
+	cid := it.CandidateID
+	validFrom := d.ValidFrom
+	if validFrom.IsZero() {
+		validFrom = in.Event.OccurredAt.UTC()
+	}
+	f := &storage.Fact{
+		MemoryKey: it.Proposal.MemoryKey, OwnerType: "USER", OwnerID: in.Event.UserID,
+		Scope: ref.Scope, DepartmentID: ref.DepartmentID, UserID: firstNonEmpty(ref.UserID, in.Event.UserID),
+		AgentID: ref.AgentID, SessionID: ref.SessionID, TaskID: ref.TaskID,
+		MemoryType: c.MemoryType, Subject: c.Subject, Predicate: c.Predicate, Object: c.Object,
+		Content: c.Content, Attributes: attrs, EntityType: c.EntityType, EntityID: c.EntityID,
+		Origin: c.Origin, Confidence: clamp01(d.Confidence), ValidFrom: validFrom, ValidUntil: d.ValidUntil,
+		ObservedAt: in.Event.OccurredAt.UTC(), SourceCandidateID: &cid,
+		SchemaName: s.Name, SchemaVersion: s.Version, Reason: d.Reason,
+	}
+	if ref.Scope == memory.ScopeDepartment || ref.Scope == memory.ScopeTenant {
+		f.UserID = "" // a shared fact is not owned by the user who said it
+		f.OwnerType, f.OwnerID = string(ref.Scope), ref.DepartmentID
+	}
+	f.Content = factContent(c)
+	f.Embedding = in.vectors[f.Content]
+	if f.Confidence == 0 {
+		f.Confidence = clamp01(c.Confidence)
+	}
+	if !d.StatedAt.IsZero() {
+		f.StatedAt = []time.Time{d.StatedAt}
+	}
+	return f
+}
+
+// writeRevision writes a new revision of the candidate's fact (current, or
+// historical beside the current), supported by the turn; a revision the
+// statement split holds again after it (Decision.Reopen).
+func (a *MemoryActivities) writeRevision(ctx context.Context, tx bun.Tx, s *schema.Schema, in CommitInput, it Governed, c memory.Candidate, d governance.Decision) (string, error) {
+	tenant := in.Event.TenantID
+	f := newFact(s, in, it, c, d)
+	mode := storage.WriteCurrent
+	if d.Action == governance.ActionHistorical {
+		mode = storage.WriteHistorical
+	}
+	if err := a.trim(ctx, tx, tenant, d); err != nil {
+		return "", err
+	}
+	search := storage.SearchText(f.Content + " " + f.Object)
+	var err error
+	if f.KeyID, f.Content, err = a.Store.SealContent(f.Content); err != nil {
+		return "", fmt.Errorf("seal fact content: %w", err)
+	}
+	var wf *storage.Fact
+	if f.MemoryKey != "" {
+		wf, err = storage.WriteFactRevisionLocked(ctx, tx, tenant, f, mode, search) // Commit locked every key of its items
+	} else {
+		wf, err = storage.WriteFactRevision(ctx, tx, tenant, f, mode, search)
+	}
+	if err != nil {
+		return "", err
+	}
+	if f.Embedding != nil {
+		in.indexed[wf.ID] = true
+	}
+	if err := storage.LinkFactEvidence(ctx, tx, tenant, wf.ID, in.EvidenceID, memory.RelSupport); err != nil {
+		return "", err
+	}
+	if r := d.Reopen; r != nil && d.Target != nil {
+		// The statement split the Target: its value holds again after it.
+		ro, err := storage.ReopenRevision(ctx, tx, tenant, d.Target.FactID, r.From, r.Until, r.Status, r.StatedAt, wf.ID,
+			fmt.Sprintf("%s stated again at %s, after %s", d.Target.Object, r.From.UTC().Format(time.RFC3339), c.Object))
+		if err != nil {
+			return "", err
+		}
+		if err := storage.EnqueueFact(ctx, tx, tenant, ro.ID); err != nil {
+			return "", err
+		}
+	}
+	return wf.ID, storage.EnqueueFact(ctx, tx, tenant, wf.ID)
+}
+
+// restate records a duplicate: the target fact stated again (its confidence, when
+// it was stated, an earlier start), supported by the turn.
+func (a *MemoryActivities) restate(ctx context.Context, tx bun.Tx, in CommitInput, d governance.Decision) (string, error) {
+	tenant := in.Event.TenantID
+	if d.Target == nil {
+		return "", fmt.Errorf("duplicate without a target fact")
+	}
+	if err := a.trim(ctx, tx, tenant, d); err != nil {
+		return "", err
+	}
+	if err := storage.RestateFact(ctx, tx, tenant, d.Target.FactID, clamp01(d.Confidence), d.StatedAt, d.ExtendFrom); err != nil {
+		return "", err
+	}
+	if d.ExtendFrom != nil {
+		if err := storage.EnqueueFact(ctx, tx, tenant, d.Target.FactID); err != nil {
+			return "", err
+		}
+	}
+	if err := storage.LinkFactEvidence(ctx, tx, tenant, d.Target.FactID, in.EvidenceID, memory.RelSupport); err != nil {
+		return "", err
+	}
+	return d.Target.FactID, nil
+}
+
+// invalidate closes the target fact as invalidated at the turn's time, the turn
+// linked to it as the conflict; a fact a concurrent write closed is left.
+func invalidate(ctx context.Context, tx bun.Tx, in CommitInput, d governance.Decision) (string, error) {
+	tenant := in.Event.TenantID
+	if d.Target == nil {
+		return "", fmt.Errorf("invalidation without a target fact")
+	}
+	closed, err := storage.CloseFact(ctx, tx, tenant, d.Target.MemoryKey, memory.FactInvalidated, in.Event.OccurredAt.UTC(), d.Reason)
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", nil // already closed by a concurrent write
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := storage.LinkFactEvidence(ctx, tx, tenant, closed.ID, in.EvidenceID, memory.RelConflict); err != nil {
+		return "", err
+	}
+	return closed.ID, storage.EnqueueFact(ctx, tx, tenant, closed.ID)
 }
 
 // trim ends the revision a statement fell inside of (Decision.Trim) at the

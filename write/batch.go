@@ -74,38 +74,11 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 }
 
 func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
-	st := steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
-	if st.fast && len(in.Events) > 0 {
-		// The batch's turns and facts are embedded together, in chunks.
-		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
+	st, slice := batchSteps(ctx, in)
+	if err := validBatch(in); err != nil {
+		return out, err
 	}
-	slice := 0 // events per workflow task; 0: all (a batch started before batch-slices)
-	if st.fast && workflow.GetVersion(ctx, batchSlicesChange, workflow.DefaultVersion, batchSlicesVersion) >= batchSlicesVersion {
-		slice, st.regularIndex = cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice), true
-	}
-	if len(in.Events) == 0 {
-		return out, temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
-	}
-	if len(in.Events) > MaxBatchEvents {
-		return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("events: %d events, a batch holds at most %d", len(in.Events), MaxBatchEvents), memory.ErrTypeBadInput, nil)
-	}
-	for i := range in.Events {
-		if err := in.Events[i].Validate(); err != nil {
-			return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("events[%d].%v", i, err), memory.ErrTypeBadInput, err)
-		}
-	}
-	opts := withDefaults(MemoryWriteInput{ExtractAttempts: in.ExtractAttempts})
-	if in.ReviewTimeout > 0 {
-		opts.ReviewTimeout = secondsToDuration(in.ReviewTimeout)
-	}
-	par := in.Parallelism
-	switch {
-	case par > 0:
-	case st.fast:
-		par = 16 // local activities: the worker's slots, not the server, bound it
-	default:
-		par = 4
-	}
+	opts, par := batchOptions(in, st)
 	first := in.Events[0]
 	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(first.TenantID), memory.SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
 	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
@@ -123,10 +96,77 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		}
 		markFailed(ctx, st, err, f)
 	}()
-	// Group by user, each group in event-time order.
-	groups := map[string][]int{}
-	var users []string
-	for i, e := range in.Events {
+	ws, err := writeBatchEvents(ctx, st, in, opts, par, slice, rv)
+	if err != nil {
+		return out, err
+	}
+	if len(rv.pending) > 0 {
+		if out.Reviewed, err = reviewBatch(ctx, st, first.TenantID, ws, rv, opts.ReviewTimeout); err != nil {
+			return out, err
+		}
+	}
+	for _, w := range ws {
+		out.Results = append(out.Results, w.res)
+	}
+	out.count()
+	return out, nil
+}
+
+// batchSteps are the batch's steps by the versions it started under (the fast
+// path's local activities; slices of events per workflow task) and its slice.
+func batchSteps(ctx workflow.Context, in MemoryWriteBatchInput) (st steps, slice int) {
+	st = steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
+	if st.fast && len(in.Events) > 0 {
+		// The batch's turns and facts are embedded together, in chunks.
+		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
+	}
+	// slice: events per workflow task; 0: all (a batch started before batch-slices)
+	if st.fast && workflow.GetVersion(ctx, batchSlicesChange, workflow.DefaultVersion, batchSlicesVersion) >= batchSlicesVersion {
+		slice, st.regularIndex = cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice), true
+	}
+	return st, slice
+}
+
+// validBatch refuses a batch that can never be written (no events, too many, an
+// invalid event), naming the event.
+func validBatch(in MemoryWriteBatchInput) error {
+	if len(in.Events) == 0 {
+		return temporal.NewNonRetryableApplicationError("events: is empty", memory.ErrTypeBadInput, nil)
+	}
+	if len(in.Events) > MaxBatchEvents {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("events: %d events, a batch holds at most %d", len(in.Events), MaxBatchEvents), memory.ErrTypeBadInput, nil)
+	}
+	for i := range in.Events {
+		if err := in.Events[i].Validate(); err != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("events[%d].%v", i, err), memory.ErrTypeBadInput, err)
+		}
+	}
+	return nil
+}
+
+// batchOptions are each event's write options and how many users' events are
+// written at once.
+func batchOptions(in MemoryWriteBatchInput, st steps) (MemoryWriteInput, int) {
+	opts := withDefaults(MemoryWriteInput{ExtractAttempts: in.ExtractAttempts})
+	if in.ReviewTimeout > 0 {
+		opts.ReviewTimeout = secondsToDuration(in.ReviewTimeout)
+	}
+	par := in.Parallelism
+	switch {
+	case par > 0:
+	case st.fast:
+		par = 16 // local activities: the worker's slots, not the server, bound it
+	default:
+		par = 4
+	}
+	return opts, par
+}
+
+// byUser groups the events' indexes by user, in order of first appearance, each
+// group in event-time order.
+func byUser(events []memory.IngestEvent) (groups map[string][]int, users []string) {
+	groups = map[string][]int{}
+	for i, e := range events {
 		if _, ok := groups[e.UserID]; !ok {
 			users = append(users, e.UserID)
 		}
@@ -134,8 +174,16 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	}
 	for _, u := range users {
 		idx := groups[u]
-		sort.SliceStable(idx, func(a, b int) bool { return in.Events[idx[a]].OccurredAt.Before(in.Events[idx[b]].OccurredAt) })
+		sort.SliceStable(idx, func(a, b int) bool { return events[idx[a]].OccurredAt.Before(events[idx[b]].OccurredAt) })
 	}
+	return groups, users
+}
+
+// writeBatchEvents writes the batch's events: par users at once, one user's
+// events in their order, in slices per workflow task, each slice embedded beside
+// the next; what was committed is searchable by meaning before it returns.
+func writeBatchEvents(ctx workflow.Context, st steps, in MemoryWriteBatchInput, opts MemoryWriteInput, par, slice int, rv *reviewState) ([]*written, error) {
+	groups, users := byUser(in.Events)
 	ws := make([]*written, len(in.Events))
 	var firstErr error
 	next := 0
@@ -186,7 +234,7 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 	var indexing []workflow.Future
 	for {
 		if err := workflow.Await(ctx, func() bool { return running == 0 || (full && writing == 0) }); err != nil {
-			return out, err
+			return ws, err
 		}
 		if running == 0 {
 			break
@@ -195,42 +243,41 @@ func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *review
 		earlier := indexing
 		indexing = append(indexing, st.startIndex(ctx)...)
 		if err := nextTask(ctx, earlier); err != nil {
-			return out, err
+			return ws, err
 		}
 		started, full, sliceStart = 0, false, wallClock(ctx)
 	}
 	// What was committed is searchable by meaning before reviews are awaited.
 	awaitIndex(ctx, append(indexing, st.startIndex(ctx)...))
-	if firstErr != nil {
-		return out, firstErr
-	}
-	if len(rv.pending) > 0 {
-		// Asked while reviews are awaited, the batch answers each event's own status.
-		var soFar MemoryWriteBatchResult
-		for _, w := range ws {
-			soFar.Results = append(soFar.Results, w.soFar())
-		}
-		soFar.count()
-		rv.soFar = soFar
-		if err := awaitReview(ctx, first.TenantID, rv, opts.ReviewTimeout); err != nil {
-			return out, err
-		}
-		for _, w := range ws {
-			if len(w.pending) == 0 {
-				continue
-			}
-			if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
-				return out, err
-			}
-			out.Reviewed += len(w.pending)
-		}
-		st.flushIndex(ctx)
-	}
+	return ws, firstErr
+}
+
+// reviewBatch awaits the reviews the batch's candidates wait for and commits what
+// the reviewers (or the timeout's defaults) decided; it returns how many
+// candidates were reviewed. Asked while reviews are awaited, the batch answers
+// each event's own status.
+func reviewBatch(ctx workflow.Context, st steps, tenant string, ws []*written, rv *reviewState, timeout time.Duration) (int, error) {
+	var soFar MemoryWriteBatchResult
 	for _, w := range ws {
-		out.Results = append(out.Results, w.res)
+		soFar.Results = append(soFar.Results, w.soFar())
 	}
-	out.count()
-	return out, nil
+	soFar.count()
+	rv.soFar = soFar
+	if err := awaitReview(ctx, tenant, rv, timeout); err != nil {
+		return 0, err
+	}
+	reviewed := 0
+	for _, w := range ws {
+		if len(w.pending) == 0 {
+			continue
+		}
+		if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
+			return reviewed, err
+		}
+		reviewed += len(w.pending)
+	}
+	st.flushIndex(ctx)
+	return reviewed, nil
 }
 
 // count sets the counts of the results' statuses.

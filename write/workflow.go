@@ -330,10 +330,46 @@ func writeEvent(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.I
 // writeEventFrom is writeEvent after its first step, when pre (a batch's WriteRun)
 // holds what it did.
 func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, rv *reviewState, pre *FastWriteResult) (*written, error) {
-	var a *MemoryActivities
-	logger := workflow.GetLogger(ctx)
-	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	w := &written{}
+	fast, err := w.record(ctx, st, in, ev, pre)
+	if err != nil {
+		return w, err
+	}
+	if w.rec.Schema != "" {
+		// The schema version is pinned at record: a PutSchema while this write runs
+		// (or waits days for review) does not change its rules.
+		ev.Schema = w.rec.Schema
+	}
+	w.ev = ev
+	defer w.sideSteps(ctx, st, ev)()
+
+	if fast != nil && fast.Done {
+		w.res.Status, w.res.Reason, w.res.Attempts = fast.Status, fast.Reason, fast.Attempts
+		if fast.Governed != nil {
+			w.governed(ctx, st, ev, *fast.Governed, rv, in.ReviewTimeout)
+		}
+		return w, nil
+	}
+	cands, unparsed, err := w.extract(ctx, st, in, ev)
+	if err != nil {
+		return w, err
+	}
+	if unparsed != "" {
+		return w, w.mark(ctx, st, ev, WriteUnparsed, memory.EventUnparsed, unparsed)
+	}
+	if len(cands) == 0 {
+		return w, w.mark(ctx, st, ev, WriteNoMemory, memory.EventCommitted, "nothing to remember")
+	}
+	return w, w.govern(ctx, st, in, ev, cands, rv)
+}
+
+// record runs the write's first step: Record, or the whole write in one step
+// (FastWrite, Revision 2, when the extractor runs in process), unless the API's
+// in-process fast path already ran it (pre). It returns the fast path's result,
+// if one ran.
+func (w *written) record(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, pre *FastWriteResult) (*FastWriteResult, error) {
+	var a *MemoryActivities
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	rin := RecordInput{Event: ev, WorkflowID: wfID, Embed: st.inline()}
 	if st.inline() {
 		rin.ExtractAttempts, rin.UpdateSession = in.ExtractAttempts, true
@@ -345,25 +381,26 @@ func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memo
 		// Revision 2: the whole write in one step when the extractor runs in process.
 		var fw FastWriteResult
 		if err := st.db(ctx, a.FastWrite, FastWriteInput{Record: rin, ExtractAttempts: in.ExtractAttempts}).Get(ctx, &fw); err != nil {
-			return w, err
+			return nil, err
 		}
 		w.rec, fast = fw.Record, &fw
 	} else if err := st.db(ctx, a.Record, rin).Get(ctx, &w.rec); err != nil {
-		return w, err
+		return nil, err
 	}
 	w.res = MemoryWriteResult{EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID}
-	if w.rec.Schema != "" {
-		// The schema version is pinned at record: a PutSchema while this write runs
-		// (or waits days for review) does not change its rules.
-		ev.Schema = w.rec.Schema
-	}
-	w.ev = ev
-	// The turn is indexed and added to the session's working memory while extraction
-	// runs: neither blocks the write, and both are settled before it returns. The turn
-	// is searchable by meaning whatever extraction makes of it (what was said but never
-	// became a fact must still be found); a session that cannot take the turn (it
-	// belongs to another user) never fails the write.
-	// (From revision 1 Record did both itself unless it says otherwise.)
+	return fast, nil
+}
+
+// sideSteps starts what runs beside extraction and returns what settles them
+// (deferred by the caller, so both are settled before the write returns). The
+// turn is indexed and added to the session's working memory while extraction
+// runs: neither blocks the write. The turn is searchable by meaning whatever
+// extraction makes of it (what was said but never became a fact must still be
+// found); a session that cannot take the turn (it belongs to another user) never
+// fails the write. (From revision 1 Record did both itself unless it says
+// otherwise.)
+func (w *written) sideSteps(ctx workflow.Context, st steps, ev memory.IngestEvent) func() {
+	var a *MemoryActivities
 	type sideStep struct {
 		what string
 		f    workflow.Future
@@ -377,32 +414,36 @@ func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memo
 	if ev.SessionID != "" && !w.rec.SessionUpdated {
 		side = append(side, sideStep{"session", st.db(ctx, a.UpdateSession, SessionTurn(ev, w.rec.EvidenceID, w.rec.Text(ev)))})
 	}
-	defer func() {
+	return func() {
 		for _, sd := range side {
 			if err := sd.f.Get(ctx, nil); err != nil {
-				logger.Warn(sd.what+" not updated", "error", err)
+				workflow.GetLogger(ctx).Warn(sd.what+" not updated", "error", err)
 			}
 		}
-	}()
-	markUnparsed := func(reason string) (*written, error) {
-		w.res.Status, w.res.Reason = WriteUnparsed, reason
-		err := st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventUnparsed, Reason: reason}).Get(ctx, nil)
-		return w, err
 	}
+}
 
-	if fast != nil && fast.Done {
-		w.res.Status, w.res.Reason, w.res.Attempts = fast.Status, fast.Reason, fast.Attempts
-		if fast.Governed != nil {
-			w.governed(ctx, st, ev, *fast.Governed, rv, in.ReviewTimeout)
-		}
-		return w, nil
+// mark settles a write that commits nothing: its result's status and reason, and
+// the event's status.
+func (w *written) mark(ctx workflow.Context, st steps, ev memory.IngestEvent, status string, evStatus memory.EventStatus, reason string) error {
+	var a *MemoryActivities
+	w.res.Status = status
+	if status == WriteUnparsed {
+		w.res.Reason = reason
 	}
+	return st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: evStatus, Reason: reason}).Get(ctx, nil)
+}
 
-	var cands []memory.Candidate
+// extract proposes the candidates and validates them against the schema, trying
+// again with the validation errors as feedback (ExtractAttempts times), unless
+// Record already did (an in-process extractor, Revision 1 on). unparsed, when not
+// empty, is why the write keeps the evidence and invents nothing.
+func (w *written) extract(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent) (cands []memory.Candidate, unparsed string, err error) {
+	var a *MemoryActivities
+	logger := workflow.GetLogger(ctx)
 	var feedback []string
 	attempts := in.ExtractAttempts
 	if x := w.rec.Extracted; x != nil {
-		// Record extracted and validated (an in-process extractor, Revision 1 on).
 		w.res.Attempts, cands, feedback, attempts = x.Attempts, x.Candidates, x.Errors, 0
 	}
 	for attempt := 1; attempt <= attempts; attempt++ {
@@ -412,13 +453,13 @@ func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memo
 		if err != nil {
 			// The extractor stayed unavailable or refused: keep the evidence, invent nothing.
 			logger.Warn("extraction failed", "attempt", attempt, "error", err)
-			return markUnparsed(fmt.Sprintf("extractor failed: %v", rootMessage(err)))
+			return nil, fmt.Sprintf("extractor failed: %v", rootMessage(err)), nil
 		}
 		var v ValidateResult
 		// Validation is a pure function of the schema and the output: a local activity,
 		// no round trip through the server.
 		if err := workflow.ExecuteLocalActivity(localActivity(ctx), a.Validate, ValidateInput{TenantID: ev.TenantID, Schema: ev.Schema, Raw: out.Raw}).Get(ctx, &v); err != nil {
-			return w, err
+			return nil, "", err
 		}
 		if len(v.Errors) == 0 {
 			cands, feedback = namedExtractor(v.Candidates, out), nil
@@ -428,29 +469,32 @@ func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memo
 		feedback = v.Errors
 	}
 	if feedback != nil {
-		return markUnparsed(fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(feedback, "; ")))
+		return nil, fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(feedback, "; ")), nil
 	}
-	if len(cands) == 0 {
-		w.res.Status = WriteNoMemory
-		err := st.db(ctx, a.MarkEvent, MarkEventInput{TenantID: ev.TenantID, EventID: w.rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"}).Get(ctx, nil)
-		return w, err
-	}
+	return cands, "", nil
+}
 
+// govern decides each candidate and commits what needs no reviewer: in one step
+// (GovernCommit, Revision 1) when the write runs inline, else Govern, then the
+// review wait's registration and the commit of the rest.
+func (w *written) govern(ctx workflow.Context, st steps, in MemoryWriteInput, ev memory.IngestEvent, cands []memory.Candidate, rv *reviewState) error {
+	var a *MemoryActivities
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	gin := GovernInput{Event: ev, EventID: w.rec.EventID, EvidenceID: w.rec.EvidenceID, WorkflowID: wfID, Candidates: cands}
 	if st.inline() && in.PauseBeforeCommit == 0 {
 		// Revision 1: govern and commit the trusted candidates in one step.
 		gin.Embed = true
 		var gc GovernCommitResult
 		if err := st.db(ctx, a.GovernCommit, gin).Get(ctx, &gc); err != nil {
-			return w, err
+			return err
 		}
 		w.res.Status = WriteCommitted
 		w.governed(ctx, st, ev, gc, rv, in.ReviewTimeout)
-		return w, nil
+		return nil
 	}
 	var gov GovernResult
 	if err := st.db(ctx, a.Govern, gin).Get(ctx, &gov); err != nil {
-		return w, err
+		return err
 	}
 	var now []pendingItem
 	for _, it := range gov.Items {
@@ -464,16 +508,14 @@ func writeEventFrom(ctx workflow.Context, st steps, in MemoryWriteInput, ev memo
 	rv.add(ctx, w.pending, in.ReviewTimeout)
 	if in.PauseBeforeCommit > 0 {
 		if err := workflow.Sleep(ctx, in.PauseBeforeCommit); err != nil {
-			return w, err
+			return err
 		}
 	}
 	w.res.Status = WriteCommitted
 	if len(now) > 0 {
-		if err := w.commit(ctx, st, ev, now, nil); err != nil {
-			return w, err
-		}
+		return w.commit(ctx, st, ev, now, nil)
 	}
-	return w, nil
+	return nil
 }
 
 // governed takes in what GovernCommit did: the candidates left for a reviewer, the
