@@ -149,7 +149,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	// workflow's (see notice.go).
 	defer postNotFinal(ctx, "Record")
 	e := in.Event
-	pinned, err := a.admit(ctx, e)
+	pinned, err := a.admit(ctx, &e)
 	if err != nil {
 		return RecordResult{}, err
 	}
@@ -197,9 +197,10 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	return res, nil
 }
 
-// admit checks an event may be written: valid, its schema known (the version it
-// is pinned to, returned), its user not being erased.
-func (a *MemoryActivities) admit(ctx context.Context, e memory.IngestEvent) (pinned string, err error) {
+// admit checks an event may be written: valid (Validate fills its defaults in),
+// its schema known (the version it is pinned to, returned), its user not being
+// erased.
+func (a *MemoryActivities) admit(ctx context.Context, e *memory.IngestEvent) (pinned string, err error) {
 	if err := e.Validate(); err != nil {
 		return "", badWriteInput(err)
 	}
