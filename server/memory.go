@@ -303,9 +303,6 @@ func (s *memoryServer) ingestOne(ctx context.Context, ev memory.IngestEvent, def
 	res.Status, res.Reason = st, reason
 	if st == engramv1.WriteStatus_WRITE_STATUS_COMMITTED {
 		fillResult(res, w.Result)
-		if err := s.joinedOutcomes(ctx, ev.TenantID, res); err != nil {
-			return nil, err
-		}
 	}
 	if st == engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW {
 		fillResult(res, w.Result) // what was committed without a reviewer
@@ -340,36 +337,6 @@ func fillResult(res *engramv1.IngestResult, out write.MemoryWriteResult) {
 			MemoryKey: r.MemoryKey, Reason: r.Reason, Reviewer: r.Reviewer,
 		})
 	}
-}
-
-// joinedOutcomes refreshes the outcomes of candidates that joined a review item of
-// another write (PENDING when the write finished): they take the item's outcome
-// when it is decided. An event with one still waiting is PENDING_REVIEW, its
-// reason naming the item.
-func (s *memoryServer) joinedOutcomes(ctx context.Context, tenant string, results ...*engramv1.IngestResult) error {
-	for _, res := range results {
-		waiting := ""
-		for _, o := range res.Outcomes {
-			if o.Status != engramv1.CandidateStatus_CANDIDATE_STATUS_PENDING {
-				continue
-			}
-			c, err := s.Store.GetCandidate(ctx, tenant, o.CandidateId)
-			if err != nil {
-				return fmt.Errorf("load candidate %s: %w", o.CandidateId, err)
-			}
-			o.Status, o.Action, o.FactId, o.Reason, o.Reviewer = candidateStatusOut(c.Status), c.Action, str(c.FactID), c.Reason, c.Reviewer
-			if c.Status == memory.CandidatePending && waiting == "" {
-				waiting = c.Reason
-			}
-		}
-		if waiting != "" {
-			res.Status = engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW
-			if res.Reason == "" {
-				res.Reason = waiting
-			}
-		}
-	}
-	return nil
 }
 
 // waitedStatus is the status of a write that StartAndWait returned: COMMITTED
@@ -499,9 +466,6 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 				fillResult(out.Results[i], r)
 			}
 		}
-		if err := s.joinedOutcomes(ctx, p.TenantID, out.Results...); err != nil {
-			return nil, err
-		}
 	case engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, engramv1.WriteStatus_WRITE_STATUS_RUNNING:
 		// Each event answers its own status: the batch's result so far while it
 		// waits for review, else (a batch that began waiting before it kept one, or
@@ -509,9 +473,6 @@ func (s *memoryServer) ingestBatch(ctx context.Context, p *Principal, batchKey s
 		if len(w.Result.Results) == len(out.Results) {
 			for i, r := range w.Result.Results {
 				fillResult(out.Results[i], r)
-			}
-			if err := s.joinedOutcomes(ctx, p.TenantID, out.Results...); err != nil {
-				return nil, err
 			}
 		} else if err := s.storedStatuses(ctx, p.TenantID, keys, out.Results); err != nil {
 			return nil, err

@@ -99,9 +99,6 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 	if err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("load candidate: %w", err))
 	}
-	if c.JoinedCandidateID != nil && c.Status == memory.CandidatePending {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s joined review item %s (the same key and value): decide that one", c.ID, *c.JoinedCandidateID))
-	}
 	if c.Status != memory.CandidateNeedsConfirmation {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s is %s, not awaiting review", c.ID, c.Status))
 	}

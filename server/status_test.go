@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/uptrace/bun"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
@@ -120,86 +118,5 @@ func TestBatchStatusesWhileReviewing(t *testing.T) {
 	require.NoError(t, err)
 	for i, r := range done.Results {
 		assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, r.Status, "event %d after review", i)
-	}
-}
-
-// "I live in Berlin" four times (the general schema sends where a person lives to a
-// reviewer: sensitive) is one review item with four pieces of evidence, sent one
-// after another or all at once; each event says it waits for that item, deciding
-// a joined candidate names the item, and confirming the item commits one fact
-// supported by all four statements and settles all four events.
-func TestIdenticalCandidatesAreOneReviewItem(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	agent := e.client("anyA")
-	reviewer := e.client("reviewerA")
-	for _, concurrent := range []bool{false, true} {
-		user := fmt.Sprintf("berlin-%v", concurrent)
-		t.Run(user, func(t *testing.T) {
-			results := make([]*engramv1.IngestResult, 4)
-			errs := make([]error, 4)
-			send := func(i int) {
-				ev := &engramv1.Event{UserId: user, Content: "I live in Berlin", Schema: "general", OccurredAt: timestamppb.New(base.Add(time.Duration(i) * time.Minute))}
-				results[i], errs[i] = agent.Ingest(ctx, ev, client.WaitFor(time.Minute))
-			}
-			if concurrent {
-				var wg sync.WaitGroup
-				for i := range 4 {
-					wg.Add(1)
-					go func() { defer wg.Done(); send(i) }()
-				}
-				wg.Wait()
-			} else {
-				for i := range 4 {
-					send(i)
-				}
-			}
-			var events []string
-			for i := range 4 {
-				require.NoError(t, errs[i])
-				assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, results[i].Status, "event %d: %s", i, results[i].Reason)
-				events = append(events, results[i].EventId)
-			}
-			pending, err := reviewer.ListPending(ctx, user, 0)
-			require.NoError(t, err)
-			require.Len(t, pending, 1, "one review item")
-			item := pending[0]
-			assert.Len(t, item.EvidenceIds, 4, "the item holds every statement")
-			assert.Equal(t, "Berlin", item.Object)
-
-			// The three that joined name the item, and cannot be decided themselves.
-			joined := 0
-			for _, r := range results {
-				for _, o := range r.Outcomes {
-					if o.CandidateId == item.CandidateId {
-						continue
-					}
-					joined++
-					assert.Equal(t, engramv1.CandidateStatus_CANDIDATE_STATUS_PENDING, o.Status)
-					assert.Contains(t, r.Reason, item.CandidateId)
-					_, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: o.CandidateId, Decision: engramv1.Decision_DECISION_CONFIRM})
-					assert.Equal(t, connect.CodeFailedPrecondition, codeOf(t, err))
-					assert.Contains(t, err.Error(), "joined review item "+item.CandidateId)
-				}
-			}
-			assert.Equal(t, 3, joined)
-
-			d, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: item.CandidateId, Decision: engramv1.Decision_DECISION_CONFIRM, Wait: true})
-			require.NoError(t, err)
-			require.True(t, d.Committed)
-			f, err := agent.GetFact(ctx, d.FactId)
-			require.NoError(t, err)
-			assert.Equal(t, "Berlin", f.Object)
-			assert.Len(t, f.EvidenceIds, 4, "the fact is supported by all four statements")
-			facts, err := agent.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: user, Predicate: "lives_in"})
-			require.NoError(t, err)
-			assert.Len(t, facts, 1)
-			var statuses []string
-			require.NoError(t, e.st.DB().NewSelect().Table("events").Column("status").Where("id IN (?)", bun.In(events)).Scan(ctx, &statuses))
-			assert.Equal(t, []string{"COMMITTED", "COMMITTED", "COMMITTED", "COMMITTED"}, statuses)
-			p, err := reviewer.ListPending(ctx, user, 0)
-			require.NoError(t, err)
-			assert.Empty(t, p)
-		})
 	}
 }

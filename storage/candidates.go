@@ -51,11 +51,8 @@ type Candidate struct {
 	Reviewer         string                 `bun:"reviewer,notnull"`
 	ReviewNote       string                 `bun:"review_note,notnull"`
 	ReviewedAt       *time.Time             `bun:"reviewed_at"`
-	// JoinedCandidateID is the review item (a NEEDS_CONFIRMATION candidate of the
-	// same key and value) this candidate joined instead of opening its own.
-	JoinedCandidateID *string   `bun:"joined_candidate_id,type:uuid"`
-	CreatedAt         time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt         time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	CreatedAt        time.Time              `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt        time.Time              `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 func (c *Candidate) validate() error {
@@ -105,7 +102,7 @@ func UpsertCandidate(ctx context.Context, db bun.IDB, tenantID string, c *Candid
 	}
 	_, err := db.NewInsert().Model(c).
 		On("CONFLICT (id) DO UPDATE").
-		Set("status = EXCLUDED.status, action = EXCLUDED.action, reason = EXCLUDED.reason, fact_id = EXCLUDED.fact_id, memory_key = EXCLUDED.memory_key, object = EXCLUDED.object, content = EXCLUDED.content, confidence = EXCLUDED.confidence, reviewer = EXCLUDED.reviewer, review_note = EXCLUDED.review_note, reviewed_at = EXCLUDED.reviewed_at, joined_candidate_id = EXCLUDED.joined_candidate_id, updated_at = now()").
+		Set("status = EXCLUDED.status, action = EXCLUDED.action, reason = EXCLUDED.reason, fact_id = EXCLUDED.fact_id, memory_key = EXCLUDED.memory_key, object = EXCLUDED.object, content = EXCLUDED.content, confidence = EXCLUDED.confidence, reviewer = EXCLUDED.reviewer, review_note = EXCLUDED.review_note, reviewed_at = EXCLUDED.reviewed_at, updated_at = now()").
 		Where("candidate.tenant_id = EXCLUDED.tenant_id").
 		Exec(ctx)
 	if err != nil {
@@ -128,38 +125,6 @@ func LinkCandidateEvidence(ctx context.Context, db bun.IDB, tenantID, candidateI
 		return fmt.Errorf("link candidate evidence: %w", err)
 	}
 	return nil
-}
-
-// OpenReviewItem returns the id of the oldest candidate of the key awaiting a
-// reviewer with this value (and retraction), other than except; "" when none. The
-// caller holds the key's lock (LockMemoryKey), so a candidate that joins the item
-// is seen by the item's commit, which takes the same lock.
-func OpenReviewItem(ctx context.Context, db bun.IDB, tenantID, memoryKey, object string, retraction bool, except string) (string, error) {
-	var ids []string
-	err := db.NewSelect().Model((*Candidate)(nil)).Column("id").
-		Where("tenant_id = ? AND memory_key = ? AND status = ?", tenantID, memoryKey, memory.CandidateNeedsConfirmation).
-		Where("object = ? AND retraction = ? AND id <> ?", object, retraction, except).
-		Order("created_at", "id").Limit(1).Scan(ctx, &ids)
-	if err != nil {
-		return "", fmt.Errorf("find open review item: %w", err)
-	}
-	if len(ids) == 0 {
-		return "", nil
-	}
-	return ids[0], nil
-}
-
-// JoinedCandidates lists the candidates that joined review item itemID and still
-// wait for it (PENDING).
-func JoinedCandidates(ctx context.Context, db bun.IDB, tenantID, itemID string) ([]Candidate, error) {
-	var out []Candidate
-	err := db.NewSelect().Model(&out).
-		Where("tenant_id = ? AND joined_candidate_id = ? AND status = ?", tenantID, itemID, memory.CandidatePending).
-		Order("created_at", "id").Scan(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list joined candidates: %w", err)
-	}
-	return out, nil
 }
 
 // MarkDecided records a reviewer's verdict on a candidate its write has not

@@ -559,9 +559,6 @@ type Governed struct {
 	Proposal      governance.Proposal `json:"proposal"`
 	Decision      governance.Decision `json:"decision"`
 	ReviewDefault string              `json:"review_default"` // confirm or reject when a review times out
-	// JoinedTo is the review item this candidate joined (PENDING until the item is
-	// decided; see review_items.go).
-	JoinedTo string `json:"joined_to,omitempty"`
 }
 
 // GovernResult lists the governed candidates in extraction order.
@@ -684,7 +681,6 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 		if err != nil {
 			return err
 		}
-		var review []int // items that need a reviewer
 		for i, c := range in.Candidates {
 			c = speakerSubject(c, in.Event)
 			g := Governed{CandidateID: CandidateID(in.EventID, i), Candidate: c, ReviewDefault: "reject"}
@@ -720,11 +716,6 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 				}
 				g.Decision = governance.Decide(a.Gov, p, existing)
 			}
-			if g.Decision.Status == memory.CandidateNeedsConfirmation && p.MemoryKey != "" {
-				review = append(review, len(res.Items)) // opens a review item or joins one, below
-				res.Items = append(res.Items, g)
-				continue
-			}
 			if err := storage.UpsertCandidate(ctx, tx, in.Event.TenantID, candidateRow(in, g, s)); err != nil {
 				return err
 			}
@@ -733,12 +724,9 @@ func (a *MemoryActivities) Govern(ctx context.Context, in GovernInput) (GovernRe
 			}
 			res.Items = append(res.Items, g)
 		}
-		if err := openOrJoin(ctx, tx, in, s, res.Items, review); err != nil {
-			return err
-		}
 		status := memory.EventProcessing
 		for _, it := range res.Items {
-			if it.Decision.Status == memory.CandidateNeedsConfirmation || it.JoinedTo != "" {
+			if it.Decision.Status == memory.CandidateNeedsConfirmation {
 				status = memory.EventPendingReview
 			}
 		}
@@ -789,9 +777,6 @@ func candidateRow(in GovernInput, g Governed, sc *schema.Schema) *storage.Candid
 		Extractor: c.Extractor, ExtractorVersion: c.Version, SchemaName: sc.Name, SchemaVersion: sc.Version,
 		ValidFrom: c.ValidFrom, ValidUntil: c.ValidUntil,
 		Status: g.Decision.Status, Action: string(g.Decision.Action), Reason: g.Decision.Reason,
-	}
-	if g.JoinedTo != "" {
-		row.JoinedCandidateID = &g.JoinedTo
 	}
 	if row.Status == memory.CandidateAccepted {
 		row.Status = memory.CandidatePending // accepted by governance, not yet committed
@@ -957,7 +942,7 @@ func (a *MemoryActivities) embedAccepted(ctx context.Context, in CommitInput) ma
 	var texts []string
 	for _, it := range in.Items {
 		v, reviewed := in.Verdicts[it.CandidateID]
-		if it.Decision.Status == memory.CandidateRejected || (reviewed && v.Kind == governance.VerdictReject) || it.Proposal.MemoryKey == "" || it.JoinedTo != "" {
+		if it.Decision.Status == memory.CandidateRejected || (reviewed && v.Kind == governance.VerdictReject) || it.Proposal.MemoryKey == "" {
 			continue
 		}
 		// A duplicate, an invalidation or a no-op writes no revision: its content
@@ -1008,10 +993,6 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	d := it.Decision
 	res := CommittedResult{CandidateID: it.CandidateID, MemoryKey: it.Proposal.MemoryKey}
 	row := candidateRow(GovernInput{Event: in.Event, EventID: in.EventID, WorkflowID: in.WorkflowID}, it, s)
-	if it.JoinedTo != "" {
-		r, err := a.commitJoined(ctx, tx, tenant, it, row)
-		return r, "", nil, err
-	}
 	if it.Proposal.MemoryKey != "" && d.Status != memory.CandidateRejected {
 		existing, err := a.loadExisting(ctx, tx, tenant, in.Event.UserID, it.Proposal)
 		if err != nil {
@@ -1068,12 +1049,6 @@ func (a *MemoryActivities) commitOne(ctx context.Context, tx bun.Tx, s *schema.S
 	}
 	if err := storage.UpsertCandidate(ctx, tx, tenant, row); err != nil {
 		return res, "", nil, err
-	}
-	if it.Decision.Status == memory.CandidateNeedsConfirmation {
-		// The review item is decided: so are the candidates that joined it.
-		if err := a.settleJoinedTo(ctx, tx, tenant, row); err != nil {
-			return res, "", nil, err
-		}
 	}
 	if !indexable(d.Action) {
 		return res, "", graph, nil // no new revision to index
