@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,10 +49,73 @@ func (s *reviewServer) ListPending(ctx context.Context, req *connect.Request[eng
 		return nil, toConnect(ctx, err)
 	}
 	out := &engramv1.ListPendingResponse{}
+	items := map[string]*engramv1.PendingReview{}
 	for i := range cands {
-		out.Pending = append(out.Pending, pendingOut(&cands[i], ev[cands[i].ID]))
+		c := &cands[i]
+		if it, ok := items[identicalKey(c)]; ok && c.MemoryKey != "" {
+			// The same thing said again: one review item, its evidence with it.
+			it.IdenticalCandidateIds = append(it.IdenticalCandidateIds, c.ID)
+			for _, e := range ev[c.ID] {
+				if !slices.Contains(it.EvidenceIds, e) {
+					it.EvidenceIds = append(it.EvidenceIds, e)
+				}
+			}
+			continue
+		}
+		it := pendingOut(c, ev[c.ID])
+		items[identicalKey(c)] = it
+		out.Pending = append(out.Pending, it)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// identicalKey is what makes two pending candidates one review item: the same
+// user, memory key, value and retraction. Each stays a candidate of its own
+// write, committed at its own statement's time, so a value stated again after
+// another keeps its place in the key's valid time.
+func identicalKey(c *storage.Candidate) string {
+	return fmt.Sprintf("%s\x1f%s\x1f%s\x1f%v", c.UserID, c.MemoryKey, c.Object, c.Retraction)
+}
+
+// decideIdentical sends the verdict given for c to every other undecided
+// candidate of the same review item (identicalKey), each in its own write, and
+// returns their ids. A candidate another reviewer decided meanwhile is left.
+func (s *reviewServer) decideIdentical(ctx context.Context, tenant string, c *storage.Candidate, v governance.Verdict) ([]string, error) {
+	if c.MemoryKey == "" {
+		return nil, nil
+	}
+	cands, err := s.Store.ListCandidates(ctx, tenant, storage.CandidateFilter{Status: memory.CandidateNeedsConfirmation, Undecided: true, UserID: c.UserID, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("list identical candidates: %w", err)
+	}
+	var done []string
+	for i := range cands {
+		o := &cands[i]
+		if o.ID == c.ID || o.WorkflowID == "" || identicalKey(o) != identicalKey(c) {
+			continue
+		}
+		if err := s.sendReview(ctx, o, v); err != nil {
+			return done, fmt.Errorf("identical candidate %s: %w", o.ID, err)
+		}
+		if err := s.Store.MarkDecided(ctx, tenant, o.ID, v.Reviewer, v.Note); err != nil {
+			return done, err
+		}
+		done = append(done, o.ID)
+	}
+	return done, nil
+}
+
+// sendReview sends a verdict to the write c waits in, and waits for the write to
+// take it.
+func (s *reviewServer) sendReview(ctx context.Context, c *storage.Candidate, v governance.Verdict) error {
+	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: c.WorkflowID, UpdateName: write.UpdateReview, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{write.ReviewRequest{CandidateID: c.ID, Verdict: v}},
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	return err
 }
 
 func verdictKind(d engramv1.Decision) (governance.VerdictKind, bool) {
@@ -108,14 +172,7 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 	if c.WorkflowID == "" {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("candidate_id: candidate %s has no write workflow to decide in", c.ID))
 	}
-	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: c.WorkflowID, UpdateName: write.UpdateReview, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{write.ReviewRequest{CandidateID: c.ID, Verdict: v}},
-	})
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
-	if err != nil {
+	if err := s.sendReview(ctx, c, v); err != nil {
 		return nil, toConnect(ctx, fmt.Errorf("send review: %w", err))
 	}
 	// Decided, it leaves the pending list now, though its write may wait for the
@@ -123,8 +180,12 @@ func (s *reviewServer) Decide(ctx context.Context, req *connect.Request[engramv1
 	if err := s.Store.MarkDecided(ctx, p.TenantID, c.ID, v.Reviewer, v.Note); err != nil {
 		return nil, toConnect(ctx, err)
 	}
-	s.Logger.InfoContext(ctx, "review decided", "tenant", p.TenantID, "candidate_id", c.ID, "workflow_id", c.WorkflowID, "decision", kind, "reviewer", p.Name)
-	out := &engramv1.DecideResponse{Status: candidateStatusOut(c.Status)}
+	also, err := s.decideIdentical(ctx, p.TenantID, c, v)
+	if err != nil {
+		return nil, toConnect(ctx, err)
+	}
+	s.Logger.InfoContext(ctx, "review decided", "tenant", p.TenantID, "candidate_id", c.ID, "workflow_id", c.WorkflowID, "decision", kind, "reviewer", p.Name, "identical", len(also))
+	out := &engramv1.DecideResponse{Status: candidateStatusOut(c.Status), AlsoDecided: also}
 	deadline := time.Now().Add(wait)
 	for {
 		c, err = s.Store.GetCandidate(ctx, p.TenantID, c.ID)

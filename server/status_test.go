@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
@@ -118,5 +120,82 @@ func TestBatchStatusesWhileReviewing(t *testing.T) {
 	require.NoError(t, err)
 	for i, r := range done.Results {
 		assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_COMMITTED, r.Status, "event %d after review", i)
+	}
+}
+
+// "I live in Berlin" said four times, a minute apart (the general schema sends
+// where a person lives to a reviewer: sensitive), sent one after another or all
+// at once, is one review item holding the four statements' evidence. Deciding
+// the item decides the other three, each in its own write (so each keeps its
+// statement's place in the key's valid time): one fact, supported by all four,
+// every event committed and nothing left to review.
+func TestIdenticalCandidatesAreOneReviewItem(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	agent := e.client("anyA")
+	reviewer := e.client("reviewerA")
+	for _, concurrent := range []bool{false, true} {
+		user := fmt.Sprintf("berlin-%v", concurrent)
+		t.Run(user, func(t *testing.T) {
+			results := make([]*engramv1.IngestResult, 4)
+			errs := make([]error, 4)
+			send := func(i int) {
+				ev := &engramv1.Event{UserId: user, Content: "I live in Berlin", Schema: "general", OccurredAt: timestamppb.New(base.Add(time.Duration(i) * time.Minute))}
+				results[i], errs[i] = agent.Ingest(ctx, ev, client.WaitFor(time.Minute))
+			}
+			if concurrent {
+				var wg sync.WaitGroup
+				for i := range 4 {
+					wg.Add(1)
+					go func() { defer wg.Done(); send(i) }()
+				}
+				wg.Wait()
+			} else {
+				for i := range 4 {
+					send(i)
+				}
+			}
+			var events []string
+			for i := range 4 {
+				require.NoError(t, errs[i])
+				assert.Equal(t, engramv1.WriteStatus_WRITE_STATUS_PENDING_REVIEW, results[i].Status, "event %d: %s", i, results[i].Reason)
+				events = append(events, results[i].EventId)
+			}
+			pending, err := reviewer.ListPending(ctx, user, 0)
+			require.NoError(t, err)
+			require.Len(t, pending, 1, "one review item")
+			item := pending[0]
+			assert.Len(t, item.IdenticalCandidateIds, 3, "the three statements said again")
+			assert.Len(t, item.EvidenceIds, 4, "the item holds every statement's evidence")
+			assert.Equal(t, "Berlin", item.Object)
+
+			d, err := reviewer.Decide(ctx, &engramv1.DecideRequest{CandidateId: item.CandidateId, Decision: engramv1.Decision_DECISION_CONFIRM, Wait: true})
+			require.NoError(t, err)
+			require.True(t, d.Committed)
+			assert.ElementsMatch(t, item.IdenticalCandidateIds, d.AlsoDecided)
+			p, err := reviewer.ListPending(ctx, user, 0)
+			require.NoError(t, err)
+			assert.Empty(t, p, "nothing left to review once the item is decided")
+
+			// Each identical candidate commits in its own write: wait for the four.
+			var statuses []string
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				statuses = nil
+				require.NoError(t, e.st.DB().NewSelect().Table("events").Column("status").Where("id IN (?)", bun.In(events)).Scan(ctx, &statuses))
+				if slices.Equal(statuses, []string{"COMMITTED", "COMMITTED", "COMMITTED", "COMMITTED"}) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			assert.Equal(t, []string{"COMMITTED", "COMMITTED", "COMMITTED", "COMMITTED"}, statuses)
+			facts, err := agent.ListFacts(ctx, &engramv1.ListFactsRequest{UserId: user, Predicate: "lives_in"})
+			require.NoError(t, err)
+			require.Len(t, facts, 1, "one fact")
+			f, err := agent.GetFact(ctx, facts[0].Id)
+			require.NoError(t, err)
+			assert.Equal(t, "Berlin", f.Object)
+			assert.Len(t, f.EvidenceIds, 4, "the fact is supported by all four statements")
+		})
 	}
 }

@@ -72,11 +72,13 @@ func printPendingTable(out io.Writer, pending []*engramv1.PendingReview) {
 		return
 	}
 	tw := table(out)
-	fmt.Fprintln(tw, "CANDIDATE\tUSER\tSCOPE\tTYPE\tORIGIN\tCONF\tCONTENT\tWHY REVIEW\tSINCE")
+	fmt.Fprintln(tw, "CANDIDATE\tUSER\tSCOPE\tTYPE\tORIGIN\tCONF\tSAID\tCONTENT\tWHY REVIEW\tSINCE")
 	for _, p := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n", p.CandidateId, p.UserId, scopeText(p.Scope),
+		// SAID: how many times the same thing awaits review (one item; deciding it
+		// decides them all).
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%s\n", p.CandidateId, p.UserId, scopeText(p.Scope),
 			strings.ToLower(enumName(p.MemoryType.String(), "MEMORY_TYPE_")), strings.ToLower(enumName(p.Origin.String(), "ORIGIN_")),
-			p.Confidence, clip(p.Content, 40), clip(p.Reason, 50), tsText(p.CreatedAt))
+			p.Confidence, 1+len(p.IdenticalCandidateIds), clip(p.Content, 40), clip(p.Reason, 50), tsText(p.CreatedAt))
 	}
 	_ = tw.Flush()
 }
@@ -135,6 +137,9 @@ func decideCmd(verb string, d engramv1.Decision) *cobra.Command {
 				fmt.Fprintf(out, "; commits once %d other candidate(s) of the same write are decided", res.OthersPending)
 			default:
 				fmt.Fprintf(out, ", not committed yet")
+			}
+			if len(res.AlsoDecided) > 0 {
+				fmt.Fprintf(out, "; also decided %d identical candidate(s)", len(res.AlsoDecided))
 			}
 			fmt.Fprintln(out)
 			if res.Reason != "" {

@@ -788,10 +788,14 @@ type PendingReview struct {
 	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When it was proposed.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	// Evidence ids behind it.
-	EvidenceIds   []string `protobuf:"bytes,14,rep,name=evidence_ids,json=evidenceIds,proto3" json:"evidence_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Evidence ids behind it, and behind the identical candidates.
+	EvidenceIds []string `protobuf:"bytes,14,rep,name=evidence_ids,json=evidenceIds,proto3" json:"evidence_ids,omitempty"`
+	// The other candidates awaiting review for the same user, memory key and value
+	// (the same thing said again): one review item. ReviewService.Decide on this
+	// candidate decides them too; each is committed at its own statement's time.
+	IdenticalCandidateIds []string `protobuf:"bytes,15,rep,name=identical_candidate_ids,json=identicalCandidateIds,proto3" json:"identical_candidate_ids,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *PendingReview) Reset() {
@@ -918,6 +922,13 @@ func (x *PendingReview) GetCreatedAt() *timestamppb.Timestamp {
 func (x *PendingReview) GetEvidenceIds() []string {
 	if x != nil {
 		return x.EvidenceIds
+	}
+	return nil
+}
+
+func (x *PendingReview) GetIdenticalCandidateIds() []string {
+	if x != nil {
+		return x.IdenticalCandidateIds
 	}
 	return nil
 }
@@ -2122,7 +2133,7 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x06reason\x18\t \x01(\tR\x06reason\"o\n" +
 	"\x0eIngestResponse\x121\n" +
 	"\aresults\x18\x01 \x03(\v2\x17.engram.v1.IngestResultR\aresults\x12*\n" +
-	"\x11batch_workflow_id\x18\x02 \x01(\tR\x0fbatchWorkflowId\"\xff\x03\n" +
+	"\x11batch_workflow_id\x18\x02 \x01(\tR\x0fbatchWorkflowId\"\xb7\x04\n" +
 	"\rPendingReview\x12!\n" +
 	"\fcandidate_id\x18\x01 \x01(\tR\vcandidateId\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
@@ -2144,7 +2155,8 @@ const file_engram_v1_memory_proto_rawDesc = "" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x129\n" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
-	"\fevidence_ids\x18\x0e \x03(\tR\vevidenceIds\"\xeb\x02\n" +
+	"\fevidence_ids\x18\x0e \x03(\tR\vevidenceIds\x126\n" +
+	"\x17identical_candidate_ids\x18\x0f \x03(\tR\x15identicalCandidateIds\"\xeb\x02\n" +
 	"\rRecallRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1d\n" +

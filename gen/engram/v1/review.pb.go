@@ -287,6 +287,9 @@ type DecideResponse struct {
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Other candidates of the same write still awaiting review.
 	OthersPending int32 `protobuf:"varint,5,opt,name=others_pending,json=othersPending,proto3" json:"others_pending,omitempty"`
+	// The identical candidates (PendingReview.identical_candidate_ids) decided
+	// with this one.
+	AlsoDecided   []string `protobuf:"bytes,6,rep,name=also_decided,json=alsoDecided,proto3" json:"also_decided,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +359,13 @@ func (x *DecideResponse) GetOthersPending() int32 {
 	return 0
 }
 
+func (x *DecideResponse) GetAlsoDecided() []string {
+	if x != nil {
+		return x.AlsoDecided
+	}
+	return nil
+}
+
 var File_engram_v1_review_proto protoreflect.FileDescriptor
 
 const file_engram_v1_review_proto_rawDesc = "" +
@@ -372,13 +382,14 @@ const file_engram_v1_review_proto_rawDesc = "" +
 	"\fedited_value\x18\x03 \x01(\tR\veditedValue\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x12\x12\n" +
 	"\x04wait\x18\x05 \x01(\bR\x04wait\x12<\n" +
-	"\fwait_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xba\x01\n" +
+	"\fwait_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xdd\x01\n" +
 	"\x0eDecideResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1a.engram.v1.CandidateStatusR\x06status\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\bR\tcommitted\x12\x17\n" +
 	"\afact_id\x18\x03 \x01(\tR\x06factId\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n" +
-	"\x0eothers_pending\x18\x05 \x01(\x05R\rothersPending*b\n" +
+	"\x0eothers_pending\x18\x05 \x01(\x05R\rothersPending\x12!\n" +
+	"\falso_decided\x18\x06 \x03(\tR\valsoDecided*b\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_CONFIRM\x10\x01\x12\x13\n" +

@@ -459,11 +459,20 @@ export declare type PendingReview = Message<"engram.v1.PendingReview"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * Evidence ids behind it.
+   * Evidence ids behind it, and behind the identical candidates.
    *
    * @generated from field: repeated string evidence_ids = 14;
    */
   evidenceIds: string[];
+
+  /**
+   * The other candidates awaiting review for the same user, memory key and value
+   * (the same thing said again): one review item. ReviewService.Decide on this
+   * candidate decides them too; each is committed at its own statement's time.
+   *
+   * @generated from field: repeated string identical_candidate_ids = 15;
+   */
+  identicalCandidateIds: string[];
 };
 
 /**

@@ -158,6 +158,14 @@ export declare type DecideResponse = Message<"engram.v1.DecideResponse"> & {
    * @generated from field: int32 others_pending = 5;
    */
   othersPending: number;
+
+  /**
+   * The identical candidates (PendingReview.identical_candidate_ids) decided
+   * with this one.
+   *
+   * @generated from field: repeated string also_decided = 6;
+   */
+  alsoDecided: string[];
 };
 
 /**
