@@ -219,6 +219,9 @@ class PendingReview:
     reason: str = ""
     created_at: Optional[datetime] = None
     evidence_ids: List[str] = field(default_factory=list)
+    #: Other candidates awaiting review for the same user, key and value: one
+    #: review item; deciding this one decides them too.
+    identical_candidate_ids: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -355,6 +358,8 @@ class DecideResponse:
     fact_id: str = ""
     reason: str = ""
     others_pending: int = 0
+    #: The identical candidates decided with this one.
+    also_decided: List[str] = field(default_factory=list)
 
 
 __all__ = [
