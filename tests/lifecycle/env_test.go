@@ -90,14 +90,21 @@ func (e *env) erase(in lifecycle.EraseSubjectInput) client.WorkflowRun {
 
 func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 	t.Helper()
+	if !within(d, f) {
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// within polls f every 100 ms until it holds (true) or d has passed (false).
+func within(d time.Duration, f func() bool) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if f() {
-			return
+			return true
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
+	return false
 }
 
 // tables lists every base table of the database, so a table added later is

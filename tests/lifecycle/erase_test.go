@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/engramhq/engram/internal/testenv"
@@ -91,10 +93,30 @@ func (e *env) needles(tenant, user string) []string {
 }
 
 func (e *env) subjectWorkflows(subj storage.ErasureSubject) int {
+	return len(e.subjectExecutions(subj))
+}
+
+func (e *env) subjectExecutions(subj storage.ErasureSubject) []*workflowpb.WorkflowExecutionInfo {
 	resp, err := e.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace: testenv.Namespace(), Query: lifecycle.SubjectVisibilityQuery(subj)})
 	require.NoError(e.t, err)
-	return len(resp.Executions)
+	return resp.Executions
+}
+
+// subjectWorkflowsLeft names the subject's workflows visibility still lists (id,
+// type, status, start and close): what a wait for none of them says when it runs
+// out.
+func (e *env) subjectWorkflowsLeft(subj storage.ErasureSubject) string {
+	var out []string
+	for _, x := range e.subjectExecutions(subj) {
+		closed := "-"
+		if x.CloseTime != nil {
+			closed = x.CloseTime.AsTime().UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, fmt.Sprintf("%s (%s, %s, started %s, closed %s)", x.Execution.GetWorkflowId(), x.Type.GetName(), x.Status,
+			x.StartTime.AsTime().UTC().Format(time.RFC3339Nano), closed))
+	}
+	return strings.Join(out, "; ")
 }
 
 // The worker is SIGKILLed in the middle of an erasure (a step deleting in small,
@@ -206,7 +228,9 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	assert.Empty(t, e.ids("SELECT id::text FROM facts WHERE tenant_id = ? AND memory_key = ?", tA, "shared/only/"+victim))
 
 	// Temporal histories of their writes are gone (deletion is asynchronous).
-	eventually(t, 60*time.Second, "no workflow of the subject in visibility", func() bool { return e.subjectWorkflows(subj) == 0 })
+	if !within(60*time.Second, func() bool { return e.subjectWorkflows(subj) == 0 }) {
+		t.Fatalf("timed out after 1m0s waiting for no workflow of the subject in visibility; left: %s", e.subjectWorkflowsLeft(subj))
+	}
 	for _, id := range sv.writeIDs {
 		eventually(t, 60*time.Second, "history of "+id+" deleted", func() bool {
 			_, err := e.c.DescribeWorkflowExecution(context.Background(), id, "")
