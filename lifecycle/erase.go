@@ -127,82 +127,178 @@ func SubjectVisibilityQuery(subj storage.ErasureSubject) string {
 // EraseTemporal deletes the subject's workflow executions (running ones are
 // terminated by the server first): those the visibility query finds, the write
 // workflows named on their events and their task workflows. Deleting is
-// idempotent: an execution already gone is counted once and skipped.
+// idempotent: an execution already gone is counted once and skipped. It returns
+// only once every execution it deleted is gone (see waitGone), so a DONE
+// tombstone is never said of histories that still exist.
 func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInput) (int64, error) {
 	if a.Temporal == nil {
 		return 0, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, 0)
 	}
-	ns := a.Namespace
-	if ns == "" {
-		ns = "default"
+	d := &temporalDeleter{a: a, in: in, ns: a.Namespace, seen: map[string]bool{}}
+	if d.ns == "" {
+		d.ns = "default"
 	}
-	var total int64
 	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &total)
+		_ = activity.GetHeartbeatDetails(ctx, &d.total)
 	}
-	seen := map[string]bool{}
-	del := func(wfID, runID string) error {
-		key := wfID + "/" + runID
-		if wfID == "" || wfID == in.Skip || seen[key] {
-			return nil
-		}
-		seen[key] = true
-		_, err := a.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-			Namespace: ns, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: wfID, RunId: runID},
-		})
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delete workflow %s: %w", wfID, err)
-		}
-		total++
-		activity.RecordHeartbeat(ctx, total)
-		return nil
-	}
-	query := SubjectVisibilityQuery(in.Subject)
-	var token []byte
-	for {
-		resp, err := a.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: query, PageSize: 200, NextPageToken: token})
-		if err != nil {
-			return total, fmt.Errorf("list workflows (%s): %w", query, err)
-		}
-		for _, ex := range resp.Executions {
-			if err := del(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()); err != nil {
-				return total, err
-			}
-		}
-		token = resp.NextPageToken
-		if len(token) == 0 {
-			break
-		}
+	if _, err := d.deleteListed(ctx); err != nil {
+		return d.total, err
 	}
 	// Postgres knows workflow ids visibility may not show yet.
 	wfs, err := a.Store.SubjectWorkflowIDs(ctx, in.Subject)
 	if err != nil {
-		return total, err
+		return d.total, err
 	}
 	tasks, err := a.Store.SubjectTaskIDs(ctx, in.Subject)
 	if err != nil {
-		return total, err
+		return d.total, err
 	}
+	tp := memory.TemporalIDPart(in.Subject.TenantID)
 	for _, t := range tasks {
-		wfs = append(wfs, "task/"+memory.TemporalIDPart(in.Subject.TenantID)+"/"+memory.TemporalIDPart(t))
+		wfs = append(wfs, "task/"+tp+"/"+memory.TemporalIDPart(t))
 	}
 	for _, id := range wfs {
 		// Only single-event writes and tasks belong to one subject; a batch
 		// (MemoryWriteBatch, any id) mixes users and is left to the namespace's
 		// retention (see privacy/README.md).
-		tp := memory.TemporalIDPart(in.Subject.TenantID)
 		if !strings.HasPrefix(id, "write/"+tp+"/") && !strings.HasPrefix(id, "task/"+tp+"/") {
 			continue
 		}
-		if err := del(id, ""); err != nil {
-			return total, err
+		if err := d.del(ctx, id, ""); err != nil {
+			return d.total, err
 		}
 	}
-	return total, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, total)
+	if err := d.waitGone(ctx); err != nil {
+		return d.total, err
+	}
+	return d.total, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, d.total)
+}
+
+// goneWait bounds how long one attempt of EraseTemporal waits for the executions
+// it deleted to be gone; the attempt then fails (retryably) naming them.
+const goneWait = 10 * time.Minute
+
+// temporalDeleter deletes one subject's executions and remembers what it asked to
+// delete, so that it can wait for them to be gone.
+type temporalDeleter struct {
+	a       *EraseActivities
+	in      EraseTemporalInput
+	ns      string
+	total   int64
+	seen    map[string]bool
+	pending []*commonpb.WorkflowExecution
+}
+
+// del asks Temporal to delete one execution (runID empty: the id's current run).
+func (d *temporalDeleter) del(ctx context.Context, wfID, runID string) error {
+	key := wfID + "/" + runID
+	if wfID == "" || wfID == d.in.Skip || d.seen[key] {
+		return nil
+	}
+	d.seen[key] = true
+	ex := &commonpb.WorkflowExecution{WorkflowId: wfID, RunId: runID}
+	_, err := d.a.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{Namespace: d.ns, WorkflowExecution: ex})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete workflow %s: %w", wfID, err)
+	}
+	d.total++
+	d.pending = append(d.pending, ex)
+	activity.RecordHeartbeat(ctx, d.total)
+	return nil
+}
+
+// deleteListed deletes every execution the subject's visibility query lists and
+// returns how many it listed (the erasure's own workflow aside).
+func (d *temporalDeleter) deleteListed(ctx context.Context) (int, error) {
+	query := SubjectVisibilityQuery(d.in.Subject)
+	listed := 0
+	var token []byte
+	for {
+		resp, err := d.a.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: d.ns, Query: query, PageSize: 200, NextPageToken: token})
+		if err != nil {
+			return listed, fmt.Errorf("list workflows (%s): %w", query, err)
+		}
+		for _, ex := range resp.Executions {
+			if ex.GetExecution().GetWorkflowId() == d.in.Skip {
+				continue
+			}
+			listed++
+			if err := d.del(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()); err != nil {
+				return listed, err
+			}
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			return listed, nil
+		}
+	}
+}
+
+// waitGone waits until every execution deleted is gone (Describe answers
+// NotFound) and the subject's visibility query lists none. Temporal deletes a
+// workflow that closed moments ago only once its transfer queue has acknowledged
+// the close (history.transferProcessorUpdateAckInterval, 30 s by default, then
+// retries 3 s × 1.5ⁿ apart): a minute or more, which a DONE tombstone must not
+// hide. An execution still there after half a minute is asked again (a new run of
+// the same id). Heartbeats while it waits; runs out after goneWait.
+func (d *temporalDeleter) waitGone(ctx context.Context) error {
+	deadline := time.Now().Add(goneWait)
+	poll := func(left string) error {
+		activity.RecordHeartbeat(ctx, d.total)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the %s's workflows are still present %s after deleting them: %s", d.in.Subject.Type(), goneWait, left)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+			return nil
+		}
+	}
+	for {
+		for len(d.pending) > 0 {
+			ex := d.pending[0]
+			asked := time.Now()
+			for {
+				_, err := d.a.Temporal.DescribeWorkflowExecution(ctx, ex.GetWorkflowId(), ex.GetRunId())
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("describe workflow %s: %w", ex.GetWorkflowId(), err)
+				}
+				if time.Since(asked) > 30*time.Second {
+					if _, err := d.a.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{Namespace: d.ns, WorkflowExecution: ex}); err != nil && !errors.As(err, &nf) {
+						return fmt.Errorf("delete workflow %s: %w", ex.GetWorkflowId(), err)
+					}
+					asked = time.Now()
+				}
+				if err := poll(fmt.Sprintf("%d histories (first %s)", len(d.pending), ex.GetWorkflowId())); err != nil {
+					return err
+				}
+			}
+			d.pending = d.pending[1:]
+		}
+		// Visibility trails the histories: wait for it too, deleting what it lists
+		// that was not deleted yet.
+		listed, err := d.deleteListed(ctx)
+		if err != nil {
+			return err
+		}
+		if listed == 0 {
+			return nil
+		}
+		if len(d.pending) == 0 {
+			if err := poll(fmt.Sprintf("%d in visibility (%s)", listed, SubjectVisibilityQuery(d.in.Subject))); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // FinishErasure marks the tombstone DONE and returns it.
