@@ -57,7 +57,13 @@ type App struct {
 	Recall   *recall.Engine  // nil unless Options.API
 	Handlers server.Handlers // zero unless Options.API
 	Deps     server.Deps     // zero unless Options.API
-	closers  []func()
+	// Ingestor takes writes in (the API's Ingest); nil unless Options.API.
+	Ingestor *write.Ingestor
+	// Notices tell a caller of Ingestor waiting on a write this process's worker
+	// runs its outcome from FastWrite (write.Notices): the Temporal connection, the
+	// worker and the Ingestor share them.
+	Notices *write.Notices
+	closers []func()
 }
 
 // Close stops the worker, flushes recall's access log, closes the Temporal
@@ -106,7 +112,8 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	if a.Metrics, err = telemetry.NewMetrics(a.Store.DB().DB); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	if a.Temporal, err = DialTemporal(cfg, log, a.Metrics); err != nil {
+	a.Notices = write.NewNotices()
+	if a.Temporal, err = DialTemporal(cfg, log, a.Metrics, a.Notices); err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Temporal.Close)
@@ -130,13 +137,16 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		// past the same limit (ENGRAM_RECALL_TIMEOUT).
 		reader := a.Store.Reader(readTimeout(cfg), readPoolSize)
 		a.closers = append(a.closers, func() { reader.Close() })
-		a.Deps = server.Deps{Store: a.Store, ReadStore: reader, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Starter: starter, Logger: log}
+		a.Ingestor = write.NewIngestor(a.Store, a.Temporal, write.IngestorOptions{
+			TaskQueue: cfg.TaskQueue, ExtractAttempts: cfg.ExtractAttempts, ReviewTimeout: cfg.ReviewTimeout, Starter: starter, Notices: a.Notices,
+		})
+		a.Deps = server.Deps{Store: a.Store, ReadStore: reader, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Ingestor: a.Ingestor, Logger: log}
 		if a.Handlers, err = server.NewHandlers(a.Deps); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Worker {
-		w, err := NewWorkerWith(a.Temporal, cfg, a.Store, a.Embedder, nil, log, opts.WorkerInterceptors...)
+		w, err := newWorker(a.Temporal, cfg, a.Store, a.Embedder, nil, log, a.Notices, opts.WorkerInterceptors...)
 		if err != nil {
 			return nil, err
 		}
@@ -266,11 +276,15 @@ func (m meteredRecaller) Recall(ctx context.Context, req recall.Request) (recall
 // m's registry and the interceptors that count writes and extraction attempts
 // and trace workflows and activities are installed (they apply to workers
 // created from the client); commands that only start or query workflows pass nil.
-func DialTemporal(cfg config.Config, log *slog.Logger, m *telemetry.Metrics) (client.Client, error) {
+// With n, the connection notes the writes it starts eagerly (n.Interceptor), for
+// a process that runs its worker and waits on writes (Build).
+func DialTemporal(cfg config.Config, log *slog.Logger, m *telemetry.Metrics, n *write.Notices) (client.Client, error) {
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: tlog.NewStructuredLogger(log)}
-	// Writes this process starts eagerly are answered by its own FastWrite, without
-	// the result's long poll (write.EagerStartInterceptor).
-	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(write.EagerStartInterceptor()))
+	if n != nil {
+		// Writes this process starts eagerly are answered by its own FastWrite,
+		// without the result's long poll.
+		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(n.Interceptor()))
+	}
 	if !cfg.TemporalGzip {
 		// A server on this machine: gzip would cost both sides CPU for nothing (the
 		// write path's throughput on two cores rose by a third without it).

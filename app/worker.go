@@ -121,6 +121,12 @@ func New(c client.Client, cfg config.Config, st *storage.Store, log *slog.Logger
 // extractor (a benchmark's or an evaluation's own), and interceptors (the write
 // benchmark's step timings).
 func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger, icpt ...interceptor.WorkerInterceptor) (worker.Worker, error) {
+	return newWorker(c, cfg, st, em, ex, log, nil, icpt...)
+}
+
+// newWorker is NewWorkerWith whose write activities tell n (Build's Notices) each
+// FastWrite's outcome; nil tells nobody.
+func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger, n *write.Notices, icpt ...interceptor.WorkerInterceptor) (worker.Worker, error) {
 	if ex == nil {
 		var err error
 		if ex, err = Extractor(cfg); err != nil {
@@ -137,7 +143,7 @@ func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em emb
 	w.RegisterWorkflow(Ping)
 	w.RegisterActivity(PingActivity)
 	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: em, Schemas: schemas, Gov: cfg.Governance, Logger: log,
+		Store: st, Extractor: ex, Embedder: em, Schemas: schemas, Gov: cfg.Governance, Logger: log, Notices: n,
 	})
 	task.Register(w, &task.TaskActivities{
 		HTTP: task.NewActionHTTPClient(), ActionEndpoint: cfg.ActionURL, Store: st, Log: log,

@@ -2,22 +2,16 @@ package server
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
-	"syscall"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/engramhq/engram/internal/outage"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
@@ -48,41 +42,6 @@ func prefixField(prefix string, err error) error {
 		return memory.FieldError{Field: prefix + fe.Field, Problem: fe.Problem}
 	}
 	return err
-}
-
-// unavailable reports whether err means Postgres or Temporal cannot serve now, so
-// the caller should retry with backoff: a refused, reset or closed connection, a
-// network timeout, Postgres shutting down, starting, restarting or out of
-// connections (SQLSTATE class 08, 57P01-57P03, 53300), Temporal unavailable,
-// without the namespace (a dev server still starting, or wedged), rate limiting
-// or not answering within a call's own bound (a write's start, see
-// write.StartAndWait). It is the one place such errors are recognised.
-func unavailable(err error) bool {
-	var ne net.Error
-	var oe *net.OpError
-	switch {
-	case errors.As(err, &oe), errors.As(err, &ne) && ne.Timeout():
-		return true
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
-		return true
-	}
-	if code := storage.SQLState(err); code != "" {
-		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
-	}
-	var su *serviceerror.Unavailable
-	var nsf *serviceerror.NamespaceNotFound
-	var re *serviceerror.ResourceExhausted
-	var de *serviceerror.DeadlineExceeded
-	if errors.As(err, &su) || errors.As(err, &nsf) || errors.As(err, &re) || errors.As(err, &de) {
-		return true
-	}
-	if s, ok := status.FromError(err); ok && (s.Code() == codes.Unavailable || s.Code() == codes.ResourceExhausted || s.Code() == codes.DeadlineExceeded) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "the database system is shutting down") ||
-		strings.Contains(msg, "the database system is starting up") || strings.Contains(msg, "SQLSTATE=57P0")
 }
 
 // toConnect maps an error to a Connect error. Bad input, missing rows and conflicts
@@ -147,7 +106,7 @@ func toConnect(ctx context.Context, err error) error {
 			return connect.NewError(connect.CodeFailedPrecondition, errors.New(ae.Message()))
 		}
 	}
-	if unavailable(err) {
+	if outage.Is(err) {
 		return unavailableErr(ctx, err)
 	}
 	slog.ErrorContext(ctx, "internal error", "error", err)
@@ -157,4 +116,18 @@ func toConnect(ctx context.Context, err error) error {
 func unavailableErr(ctx context.Context, err error) error {
 	slog.WarnContext(ctx, "dependency unavailable", "error", err)
 	return connect.NewError(connect.CodeUnavailable, errors.New("a backing service (Postgres or Temporal) is unavailable; retry with backoff"))
+}
+
+// ingestErr maps an error of the Ingestor to the API's: a reused idempotency key
+// is ALREADY_EXISTS naming its field (events[i]. in a batch, else prefix), a field
+// error is named by its path in the request (prefix), the rest as toConnect.
+func ingestErr(ctx context.Context, prefix string, err error) error {
+	var kc *write.KeyConflictError
+	if errors.As(err, &kc) {
+		if kc.Index >= 0 {
+			prefix = fmt.Sprintf("events[%d].", kc.Index)
+		}
+		return connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%sidempotency_key: %w", prefix, kc))
+	}
+	return toConnect(ctx, prefixField(prefix, err))
 }

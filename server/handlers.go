@@ -10,6 +10,7 @@ import (
 
 	"github.com/engramhq/engram/gen/engram/v1/engramv1connect"
 	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/write"
 )
 
 // Handlers are the API's service implementations. Other front ends of the same
@@ -47,6 +48,11 @@ func (d Deps) withDefaults() (Deps, error) {
 	}
 	if d.Logger == nil {
 		d.Logger = slogDefault()
+	}
+	if d.Ingestor == nil {
+		d.Ingestor = write.NewIngestor(d.Store, d.Temporal, write.IngestorOptions{
+			TaskQueue: d.Config.TaskQueue, ExtractAttempts: d.Config.ExtractAttempts, ReviewTimeout: d.Config.ReviewTimeout,
+		})
 	}
 	return d, nil
 }

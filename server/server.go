@@ -52,10 +52,11 @@ type Deps struct {
 	Config    config.Config // task queue, write-path and task defaults
 	// Recaller answers Recall; nil makes Recall UNAVAILABLE.
 	Recaller Recaller
-	// Starter starts acknowledged writes in the background (write.Starter); nil
-	// starts them inside the Ingest call.
-	Starter *write.Starter
-	Logger  *slog.Logger
+	// Ingestor takes Ingest's events in (app.Build makes it, with the Starter of
+	// acknowledged writes and its worker's Notices); nil: one over Store and
+	// Temporal that starts writes inside the call and waits for their results.
+	Ingestor *write.Ingestor
+	Logger   *slog.Logger
 	// ReadMaxBytes bounds one request message, as sent and decompressed (default
 	// DefaultReadMaxBytes); a larger one is INVALID_ARGUMENT.
 	ReadMaxBytes int

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
+	"github.com/engramhq/engram/internal/outage"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/task"
 )
@@ -256,7 +257,7 @@ func (s *taskServer) view(ctx context.Context, p *Principal, taskID string) (*en
 	}
 	v, err := s.Temporal.QueryWorkflow(ctx, task.TaskWorkflowID(p.TenantID, taskID), "", task.TaskQueryState)
 	if err != nil {
-		if unavailable(err) {
+		if outage.Is(err) {
 			return nil, toConnect(ctx, err)
 		}
 		return rowOut(row), nil

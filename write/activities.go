@@ -46,6 +46,9 @@ type MemoryActivities struct {
 	Schemas   schema.Source
 	Gov       governance.Config
 	Logger    *slog.Logger
+	// Notices, when set, is told each FastWrite's outcome for a caller of this
+	// process waiting on the write (see notice.go); nil tells nobody.
+	Notices *Notices
 
 	// values is Embedder behind a cache of the short value texts duplicate
 	// detection compares: Govern and Commit's re-decision ask for the same ones,
@@ -147,7 +150,7 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	// Record as a step of its own (not inside FastWrite) is a write whose outcome
 	// comes later: a caller of this process waiting on it is told to wait for the
 	// workflow's (see notice.go).
-	defer postNotFinal(ctx, "Record")
+	defer a.Notices.postNotFinal(ctx, "Record")
 	e := in.Event
 	pinned, err := a.admit(ctx, &e)
 	if err != nil {
@@ -1369,7 +1372,7 @@ func (a *MemoryActivities) FastWrite(ctx context.Context, in FastWriteInput) (Fa
 			if err == nil {
 				n.res, n.final = fastOutcome(out)
 			}
-			board.post(info.WorkflowExecution.ID, n)
+			a.Notices.post(info.WorkflowExecution.ID, n)
 		}
 	}
 	return out, err

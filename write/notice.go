@@ -32,18 +32,27 @@ type notice struct {
 	res   MemoryWriteResult
 }
 
-// noticeBoard connects the callers waiting on writes to the FastWrite runs of this
-// process, by workflow id; it also remembers which runs started eagerly here.
-type noticeBoard struct {
+// Notices connects the callers waiting on writes to the FastWrite runs of one
+// process, by workflow id; it also remembers which runs started eagerly there.
+// app.Build makes one and gives it to the Temporal connection (Interceptor), the
+// worker's MemoryActivities and the Ingestor. A nil *Notices tells nobody: every
+// caller is answered by the workflow's result.
+type Notices struct {
 	mu      sync.Mutex
 	waiters map[string][]chan notice
 	eager   map[string]string // workflow id → run id of an eager start by this process
 }
 
-var board = &noticeBoard{waiters: map[string][]chan notice{}, eager: map[string]string{}}
+// NewNotices returns an empty board of notices.
+func NewNotices() *Notices {
+	return &Notices{waiters: map[string][]chan notice{}, eager: map[string]string{}}
+}
 
 // wait registers a waiter for workflow id's notices; done unregisters it.
-func (b *noticeBoard) wait(id string) (ch chan notice, done func()) {
+func (b *Notices) wait(id string) (ch chan notice, done func()) {
+	if b == nil {
+		return nil, func() {}
+	}
 	ch = make(chan notice, 1)
 	b.mu.Lock()
 	b.waiters[id] = append(b.waiters[id], ch)
@@ -69,7 +78,10 @@ func (b *noticeBoard) wait(id string) (ch chan notice, done func()) {
 
 // post tells every waiter of workflow id; nobody waiting (a write started
 // elsewhere, or without wait) is the common case and costs a map lookup.
-func (b *noticeBoard) post(id string, n notice) {
+func (b *Notices) post(id string, n notice) {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, ch := range b.waiters[id] {
@@ -82,7 +94,7 @@ func (b *noticeBoard) post(id string, n notice) {
 
 // startedEagerly records that workflow id's run runID was started by this process
 // with its first task handed to this process's worker, if someone waits on it.
-func (b *noticeBoard) startedEagerly(id, runID string) {
+func (b *Notices) startedEagerly(id, runID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.waiters[id]; ok {
@@ -90,18 +102,21 @@ func (b *noticeBoard) startedEagerly(id, runID string) {
 	}
 }
 
-func (b *noticeBoard) isEager(id, runID string) bool {
+func (b *Notices) isEager(id, runID string) bool {
+	if b == nil {
+		return false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return runID != "" && b.eager[id] == runID
 }
 
-// EagerStartInterceptor is a gRPC client interceptor for the Temporal connection
-// of a process that runs its own worker: it notes which write starts the server
+// Interceptor is a gRPC client interceptor for the Temporal connection of a
+// process that runs its own worker: it notes which write starts the server
 // answered with their first workflow task (an eager start), whose FastWrite
 // therefore runs in this process and answers the caller itself. Without it every
 // Ingest with wait is answered by the workflow's result, as before.
-func EagerStartInterceptor() grpc.UnaryClientInterceptor {
+func (b *Notices) Interceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if err != nil || !strings.HasSuffix(method, "/StartWorkflowExecution") {
@@ -110,7 +125,7 @@ func EagerStartInterceptor() grpc.UnaryClientInterceptor {
 		rq, ok1 := req.(*workflowservice.StartWorkflowExecutionRequest)
 		rs, ok2 := reply.(*workflowservice.StartWorkflowExecutionResponse)
 		if ok1 && ok2 && rs.GetEagerWorkflowTask() != nil {
-			board.startedEagerly(rq.GetWorkflowId(), rs.GetRunId())
+			b.startedEagerly(rq.GetWorkflowId(), rs.GetRunId())
 		}
 		return nil
 	}
@@ -118,12 +133,12 @@ func EagerStartInterceptor() grpc.UnaryClientInterceptor {
 
 // postNotFinal tells a caller of this process waiting on the write that it must
 // wait for the workflow's outcome, when ctx is the activity step named step.
-func postNotFinal(ctx context.Context, step string) {
-	if !activity.IsActivity(ctx) {
+func (b *Notices) postNotFinal(ctx context.Context, step string) {
+	if b == nil || !activity.IsActivity(ctx) {
 		return
 	}
 	if info := activity.GetInfo(ctx); info.ActivityType.Name == step && info.WorkflowExecution.ID != "" {
-		board.post(info.WorkflowExecution.ID, notice{runID: info.WorkflowExecution.RunID})
+		b.post(info.WorkflowExecution.ID, notice{runID: info.WorkflowExecution.RunID})
 	}
 }
 

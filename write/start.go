@@ -93,15 +93,18 @@ type Waited[R any] struct {
 
 // StartAndWait starts, or joins, the MemoryWrite of in.Event and returns as soon as
 // its outcome is known (Update-with-Start: no polling), or Running after wait. An
-// error is the workflow's failure, or the service's, or ctx's.
-func StartAndWait(ctx context.Context, c client.Client, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
+// error is the workflow's failure, or the service's, or ctx's. With n, the
+// Notices of c's connection and of this process's worker, a write started eagerly
+// here is answered by its own FastWrite (see notice.go); nil waits for the
+// workflow's result.
+func StartAndWait(ctx context.Context, c client.Client, n *Notices, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
 	opts, in := Prepare(taskQueue, in)
 	// Registered before the start: an eager start's FastWrite can finish before
 	// the start's answer is back (see notice.go).
-	notices, done := board.wait(opts.ID)
+	notices, done := n.wait(opts.ID)
 	defer done()
 	early := func(ctx context.Context, runID string) (MemoryWriteResult, bool) {
-		if !board.isEager(opts.ID, runID) {
+		if !n.isEager(opts.ID, runID) {
 			return MemoryWriteResult{}, false
 		}
 		return awaitNotice(ctx, notices, runID)

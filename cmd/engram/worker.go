@@ -10,7 +10,7 @@ import (
 
 // dialTemporal connects a command that only starts or queries workflows.
 func dialTemporal(cfg config.Config) (client.Client, error) {
-	return app.DialTemporal(cfg, logger(), nil)
+	return app.DialTemporal(cfg, logger(), nil, nil)
 }
 
 // temporalClient reads the configuration and dials Temporal with it.

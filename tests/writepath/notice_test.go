@@ -11,17 +11,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
 	"github.com/engramhq/engram/embedding"
+	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
 
 // Ingest with wait from a process that runs the worker, its Temporal connection
-// with write.EagerStartInterceptor (as app.DialTemporal sets it): a fast write is
+// and its write activities sharing one write.Notices (as app.Build sets them): a fast write is
 // answered by its own FastWrite, with exactly the result the workflow returns and
 // no GetWorkflowExecutionHistory call; a write whose candidate waits for review
 // is still answered pending; the same key again gets the stored result.
@@ -33,17 +36,23 @@ func TestEagerWriteAnsweredInProcess(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	n := write.NewNotices()
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalAddress(t), Namespace: testenv.Namespace(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count, write.EagerStartInterceptor())}}})
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count, n.Interceptor())}}})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	q := startWriteWorker(t, c, testenv.Store(t), llm.NewRuleExtractor(), embedding.NewNGramEmbedder(storage.EmbeddingDim))
+	q := testenv.TaskQueue(t)
+	w := tworker.New(c, q, tworker.Options{})
+	write.Register(w, &write.MemoryActivities{Store: testenv.Store(t), Extractor: llm.NewRuleExtractor(),
+		Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim), Schemas: schema.Builtins, Gov: governance.DefaultConfig(), Notices: n})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
 	ctx := context.Background()
 	user := "u-" + testenv.RandomID(6)
 	asJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 	ev := event("t1", user, "travel", "预算不超过8000元", base)
-	got, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
+	got, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
 	require.NoError(t, err)
 	require.False(t, got.Running)
 	require.False(t, got.PendingReview)
@@ -56,12 +65,12 @@ func TestEagerWriteAnsweredInProcess(t *testing.T) {
 	require.NoError(t, c.GetWorkflow(ctx, write.MemoryWriteWorkflowID(ev.TenantID, ev.IdempotencyKey), got.RunID).Get(ctx, &wf))
 	assert.Equal(t, asJSON(wf), asJSON(got.Result), "the answer is the workflow's result")
 
-	again, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
+	again, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, got.RunID, again.RunID)
 	assert.Equal(t, asJSON(wf), asJSON(again.Result), "the same key again: the stored result")
 
-	pending, err := write.StartAndWait(ctx, c, q, write.MemoryWriteInput{Event: event("t1", user, "travel", "我上次坐了靠窗的位置，挺好", base.Add(time.Minute))}, 30*time.Second)
+	pending, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: event("t1", user, "travel", "我上次坐了靠窗的位置，挺好", base.Add(time.Minute))}, 30*time.Second)
 	require.NoError(t, err)
 	assert.True(t, pending.PendingReview, "a candidate waiting for review: %+v", pending)
 	assert.False(t, pending.Running)
