@@ -134,7 +134,7 @@ func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInp
 	if a.Temporal == nil {
 		return 0, a.Store.RecordErasureStep(ctx, in.Subject, in.Step, 0)
 	}
-	d := &temporalDeleter{a: a, in: in, ns: a.Namespace, seen: map[string]bool{}}
+	d := &temporalDeleter{a: a, in: in, ns: a.Namespace, seen: map[string]bool{}, began: activity.GetInfo(ctx).StartedTime}
 	if d.ns == "" {
 		d.ns = "default"
 	}
@@ -164,7 +164,7 @@ func (a *EraseActivities) EraseTemporal(ctx context.Context, in EraseTemporalInp
 		if !strings.HasPrefix(id, "write/"+tp+"/") && !strings.HasPrefix(id, "task/"+tp+"/") {
 			continue
 		}
-		if err := d.del(ctx, id, ""); err != nil {
+		if err := d.del(ctx, id, "", true); err != nil {
 			return d.total, err
 		}
 	}
@@ -187,10 +187,13 @@ type temporalDeleter struct {
 	total   int64
 	seen    map[string]bool
 	pending []*commonpb.WorkflowExecution
+	// began is when the step began: what started later is deleted, not waited for.
+	began time.Time
 }
 
-// del asks Temporal to delete one execution (runID empty: the id's current run).
-func (d *temporalDeleter) del(ctx context.Context, wfID, runID string) error {
+// del asks Temporal to delete one execution (runID empty: the id's current run);
+// await adds it to what waitGone waits for.
+func (d *temporalDeleter) del(ctx context.Context, wfID, runID string, await bool) error {
 	key := wfID + "/" + runID
 	if wfID == "" || wfID == d.in.Skip || d.seen[key] {
 		return nil
@@ -206,13 +209,19 @@ func (d *temporalDeleter) del(ctx context.Context, wfID, runID string) error {
 		return fmt.Errorf("delete workflow %s: %w", wfID, err)
 	}
 	d.total++
-	d.pending = append(d.pending, ex)
+	if await {
+		d.pending = append(d.pending, ex)
+	}
 	activity.RecordHeartbeat(ctx, d.total)
 	return nil
 }
 
 // deleteListed deletes every execution the subject's visibility query lists and
-// returns how many it listed (the erasure's own workflow aside).
+// returns how many of them started before the step did (the erasure's own
+// workflow aside). Those are what the step waits for: a write refused during the
+// erasure, started after it, is deleted but not waited for, so a client that keeps
+// writing cannot hold the erasure open (the next Temporal step, or the next
+// attempt, deletes what it started meanwhile).
 func (d *temporalDeleter) deleteListed(ctx context.Context) (int, error) {
 	query := SubjectVisibilityQuery(d.in.Subject)
 	listed := 0
@@ -226,8 +235,11 @@ func (d *temporalDeleter) deleteListed(ctx context.Context) (int, error) {
 			if ex.GetExecution().GetWorkflowId() == d.in.Skip {
 				continue
 			}
-			listed++
-			if err := d.del(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()); err != nil {
+			old := ex.GetStartTime().AsTime().Before(d.began)
+			if old {
+				listed++
+			}
+			if err := d.del(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), old); err != nil {
 				return listed, err
 			}
 		}
