@@ -1,8 +1,9 @@
 // Package server is Engram's API: Connect handlers for MemoryService, ReviewService,
 // TaskService and SchemaService (Connect, gRPC and gRPC-Web on one port), gRPC health
-// and reflection, and API-key authentication. Handlers turn RPCs into Temporal
-// starts, updates and queries, and read Postgres; the tenant of every call comes
-// from its API key.
+// and reflection, and API-key authentication. Handlers map RPCs to the feature
+// packages (Ingest to write.Ingestor) and to Temporal starts, updates and
+// queries, read Postgres, and map the answers back; the tenant of every call
+// comes from its API key.
 //
 // It may import memory, schema, governance, storage, recall, config and the
 // feature packages (write, task, lifecycle) whose workflows it starts; it runs no

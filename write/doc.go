@@ -3,8 +3,10 @@
 // index) and the batch workflow, the review update and signal reviewers send from
 // the API or the Temporal Web UI, their activities (MemoryActivities), the
 // workflow ids (tenant + idempotency key), the start options and Register, which
-// puts all of it on a worker.
+// puts all of it on a worker; and the intake of writes (Ingestor: record the event,
+// then start, enqueue or wait for its write), which the API calls.
 //
-// It may import memory, schema, governance, storage, llm and embedding; it never
-// imports server, recall or the other feature packages (task, lifecycle).
+// It may import memory, schema, governance, storage, llm, embedding and
+// internal/outage; it never imports server, recall or the other feature packages
+// (task, lifecycle).
 package write
