@@ -67,9 +67,9 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 	}
 	defer release()
 	var rows []adjacentRow
-	err = e.onConn(ctx, func(q *connQuerier) error {
+	err = e.onConn(ctx, func(c *storage.Conn) error {
 		var sc rowScanner[adjacentRow]
-		return q.query(ctx, adjacentSQL, args, func(cols []string, vals []driver.Value) error {
+		return c.EachRow(ctx, adjacentSQL, args, func(cols []string, vals []driver.Value) error {
 			var r adjacentRow
 			if err := sc.scan(cols, vals, &r); err != nil {
 				return err

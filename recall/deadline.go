@@ -96,7 +96,7 @@ func AsTimeout(ctx context.Context, op string, limit time.Duration, err error) e
 // ctx's deadline when the one in force is shorter than that (a statement would be
 // cut early) or longer by more than timeoutSlack. The read pool's sessions start
 // at the engine's Timeout, so a recall under the default limit sets nothing.
-func (q *connQuerier) boundStatement(ctx context.Context, def time.Duration) error {
+func boundStatement(ctx context.Context, c *storage.Conn, def time.Duration) error {
 	want := def
 	if dl, ok := ctx.Deadline(); ok {
 		want = min(want, time.Until(dl))
@@ -104,19 +104,14 @@ func (q *connQuerier) boundStatement(ctx context.Context, def time.Duration) err
 	if want <= 0 {
 		return context.DeadlineExceeded
 	}
-	cur := q.st.timeout
+	cur := c.StatementTimeout()
 	if cur == 0 {
 		cur = def
 	}
 	if cur >= want && cur <= want+timeoutSlack {
 		return nil
 	}
-	ms := want.Milliseconds() + 1
-	if err := q.exec(ctx, fmt.Sprintf("SET statement_timeout = %d", ms)); err != nil {
-		return err
-	}
-	q.st.timeout = time.Duration(ms) * time.Millisecond
-	return nil
+	return c.SetStatementTimeout(ctx, want+time.Millisecond)
 }
 
 // cancelOnDone cancels the statement running on the backend pid when ctx ends

@@ -130,8 +130,6 @@ type Engine struct {
 	slots         chan struct{}
 	running, peak atomic.Int32
 
-	// conns: per connection, whether it is tuned and what is prepared on it.
-	conns connStates
 	// The recall statement for current and past recall (fixed per engine).
 	sqlOnce                       sync.Once
 	sqlCurrent, sqlPast, sqlKnown [4]boundSQL // by part

@@ -210,9 +210,9 @@ func (e *Engine) runPart(ctx context.Context, p plan, params stmtParams, part in
 	args := params.args(names)
 	var facts []factRow
 	var evs []evidenceRow
-	err = e.onConn(ctx, func(q *connQuerier) error {
+	err = e.onConn(ctx, func(c *storage.Conn) error {
 		var sc rowScanner[recallRow]
-		return q.query(ctx, sql, args, func(cols []string, v []driver.Value) error {
+		return c.EachRow(ctx, sql, args, func(cols []string, v []driver.Value) error {
 			var r recallRow
 			if err := sc.scan(cols, v, &r); err != nil {
 				return err
@@ -307,19 +307,16 @@ func (e *Engine) explainRecallSQL(ctx context.Context, p plan, on retrieverSet, 
 		lits[i] = literal(a)
 	}
 	var lines []string
-	err := e.onConn(ctx, func(q *connQuerier) error {
-		_ = q.exec(ctx, "DEALLOCATE engram_recall_explain")
-		if err := q.exec(ctx, "PREPARE engram_recall_explain AS "+sql); err != nil {
+	err := e.onConn(ctx, func(c *storage.Conn) error {
+		exec := func(text string) error { _, err := c.ExecContext(ctx, text, nil); return err }
+		_ = exec("DEALLOCATE engram_recall_explain")
+		if err := exec("PREPARE engram_recall_explain AS " + sql); err != nil {
 			return err
 		}
-		defer func() { _ = q.exec(ctx, "DEALLOCATE engram_recall_explain") }()
-		qc, ok := q.dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("driver connection %T cannot query", q.dc)
-		}
+		defer func() { _ = exec("DEALLOCATE engram_recall_explain") }()
 		for i := 0; i < 2; i++ { // the first run plans; the second shows the cached plan
 			lines = lines[:0]
-			rows, err := qc.QueryContext(ctx, "EXPLAIN ("+options+") EXECUTE engram_recall_explain("+strings.Join(lits, ", ")+")", nil)
+			rows, err := c.QueryContext(ctx, "EXPLAIN ("+options+") EXECUTE engram_recall_explain("+strings.Join(lits, ", ")+")", nil)
 			if err != nil {
 				return err
 			}

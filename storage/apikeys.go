@@ -126,10 +126,7 @@ func (s *Store) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
 		return nil, ErrBadKey
 	}
 	k := new(APIKey)
-	text := preparedText(s.conn(ctx), "LookupAPIKey", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*APIKey)(nil)).Where("prefix = ?", p...).String()
-	}, 1)
-	err := firstPrepared(ctx, s.conn(ctx), text, k, prefix)
+	err := firstPrepared(ctx, s.conn(ctx), apiKeySQL, k, prefix)
 	if err := notFound(err); err == ErrNotFound {
 		return nil, ErrBadKey
 	} else if err != nil {
@@ -140,6 +137,11 @@ func (s *Store) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
 	}
 	return k, nil
 }
+
+// apiKeySQL selects an API key by its prefix ($1).
+var apiKeySQL = statementText(1, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*APIKey)(nil)).Where("prefix = ?", p...).String()
+})
 
 // ListAPIKeys lists keys, of one tenant when tenantID is not empty, newest first.
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string, includeRevoked bool) ([]APIKey, error) {

@@ -191,21 +191,16 @@ func ListCandidates(ctx context.Context, db bun.IDB, tenantID string, f Candidat
 	if f.Limit > 0 {
 		limit = f.Limit
 	}
-	// One prepared statement per set of filters given.
+	// One prepared statement per set of filters given (its text is its key).
 	args := []any{tenantID, limit}
 	cols := []string{}
-	name := "ListCandidates"
 	for _, c := range []struct{ col, v string }{{"status", string(f.Status)}, {"event_id", f.EventID}, {"workflow_id", f.WorkflowID}, {"user_id", f.UserID}} {
 		if c.v != "" {
 			cols = append(cols, c.col)
 			args = append(args, c.v)
-			name += " " + c.col
 		}
 	}
-	if f.Undecided {
-		name += " undecided"
-	}
-	text := preparedText(db, name, func(db bun.IDB, p []any) string {
+	text := statementText(len(args), func(db bun.IDB, p []any) string {
 		q := db.NewSelect().Model((*Candidate)(nil)).Where("tenant_id = ?", p[0])
 		for i, c := range cols {
 			q = q.Where("? = ?", bun.Ident(c), p[2+i])
@@ -214,7 +209,7 @@ func ListCandidates(ctx context.Context, db bun.IDB, tenantID string, f Candidat
 			q = q.Where("reviewed_at IS NULL")
 		}
 		return q.Order("created_at", "id").String() + " LIMIT $2"
-	}, len(args))
+	})
 	if err := selectPrepared(ctx, db, text, &out, args...); err != nil {
 		return nil, fmt.Errorf("list candidates: %w", err)
 	}

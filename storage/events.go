@@ -146,11 +146,13 @@ func (s *Store) InsertEvent(ctx context.Context, tenantID string, e *Event) (sto
 
 // eventByKey loads the event of an idempotency key into e, or errNoRows.
 func (s *Store) eventByKey(ctx context.Context, tenantID, key string, e *Event) error {
-	text := preparedText(s.conn(ctx), "eventByKey", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
-	}, 2)
-	return firstPrepared(ctx, s.conn(ctx), text, e, tenantID, key)
+	return firstPrepared(ctx, s.conn(ctx), eventByKeySQL, e, tenantID, key)
 }
+
+// eventByKeySQL selects the event of an idempotency key ($1 tenant, $2 key).
+var eventByKeySQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
+})
 
 // EnsureEvent is InsertEvent for a caller whose event is usually stored already
 // (the write path runs after the API stored the event): it looks the key up first
@@ -187,11 +189,13 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (*Event, erro
 		return nil, err
 	}
 	e := new(Event)
-	text := preparedText(s.conn(ctx), "GetEvent", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
-	}, 2)
-	return e, notFound(firstPrepared(ctx, s.conn(ctx), text, e, tenantID, id))
+	return e, notFound(firstPrepared(ctx, s.conn(ctx), getEventSQL, e, tenantID, id))
 }
+
+// getEventSQL selects an event ($1 tenant, $2 id).
+var getEventSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Event)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
+})
 
 // SetEventStatus records the processing outcome of an event.
 func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status memory.EventStatus, reason string) error {
@@ -201,11 +205,7 @@ func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status 
 	if err := validStatus(status); err != nil {
 		return err
 	}
-	text := preparedText(s.conn(ctx), "SetEventStatus", func(db bun.IDB, p []any) string {
-		return db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", p[:2]...).
-			Where("tenant_id = ? AND id = ?", p[2:]...).String()
-	}, 4)
-	res, err := execPrepared(ctx, s.conn(ctx), text, status, reason, tenantID, id)
+	res, err := execPrepared(ctx, s.conn(ctx), setEventStatusSQL, status, reason, tenantID, id)
 	if err != nil {
 		return fmt.Errorf("set event status: %w", err)
 	}
@@ -214,6 +214,12 @@ func (s *Store) SetEventStatus(ctx context.Context, tenantID, id string, status 
 	}
 	return nil
 }
+
+// setEventStatusSQL sets an event's status ($1) and reason ($2) ($3 tenant, $4 id).
+var setEventStatusSQL = statementText(4, func(db bun.IDB, p []any) string {
+	return db.NewUpdate().Table("events").Set("status = ?, status_reason = ?", p[:2]...).
+		Where("tenant_id = ? AND id = ?", p[2:]...).String()
+})
 
 func notFound(err error) error {
 	if err != nil && errors.Is(err, errNoRows) {
@@ -272,28 +278,35 @@ func (s *Store) EventsByKey(ctx context.Context, tenantID string, keys []string)
 		return nil, nil
 	}
 	var out []Event
-	columns := []string{"id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at"}
 	var err error
 	if len(keys) == 1 {
 		// One key (an Ingest of one event) is compared as one value: the generic plan
 		// of "= ANY($2)" costs the array as ten keys, ten descents of the unique index,
 		// and on a small table (a new database, before autovacuum has analyzed it
 		// often) prefers a sequential scan, which it keeps as the table grows.
-		text := preparedText(s.conn(ctx), "EventByKeyColumns", func(db bun.IDB, p []any) string {
-			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
-		}, 2)
-		err = selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, keys[0])
+		err = selectPrepared(ctx, s.conn(ctx), eventByKeyColumnsSQL, &out, tenantID, keys[0])
 	} else {
-		text := preparedText(s.conn(ctx), "EventsByKey", func(db bun.IDB, p []any) string {
-			return db.NewSelect().Model((*Event)(nil)).Column(columns...).Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
-		}, 2)
-		err = selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, TextArray(keys))
+		err = selectPrepared(ctx, s.conn(ctx), eventsByKeySQL, &out, tenantID, TextArray(keys))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load events by idempotency key: %w", err)
 	}
 	return out, nil
 }
+
+// eventKeyColumns are the columns EventsByKey reads.
+var eventKeyColumns = []string{"id", "idempotency_key", "content_hash", "schema_name", "status", "occurred_at"}
+
+// eventByKeyColumnsSQL selects eventKeyColumns of the event of one idempotency
+// key ($1 tenant, $2 key); eventsByKeySQL of several ($2 a text[]).
+var (
+	eventByKeyColumnsSQL = statementText(2, func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Event)(nil)).Column(eventKeyColumns...).Where("tenant_id = ? AND idempotency_key = ?", p...).String()
+	})
+	eventsByKeySQL = statementText(2, func(db bun.IDB, p []any) string {
+		return db.NewSelect().Model((*Event)(nil)).Column(eventKeyColumns...).Where("tenant_id = ? AND idempotency_key = ANY(?::text[])", p...).String()
+	})
+)
 
 // EventKeyConflict is the ErrIdempotencyConflict of MatchEvents: rows[Index] reuses
 // a stored key with different content.
@@ -345,11 +358,8 @@ func (s *Store) MatchEvents(ctx context.Context, tenantID string, rows []*Event)
 // LockEvent locks an event's row for the rest of the transaction and returns its
 // status.
 func LockEvent(ctx context.Context, tx bun.IDB, tenantID, id string) (memory.EventStatus, error) {
-	text := preparedText(tx, "LockEvent", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Table("events").Column("status").Where("tenant_id = ? AND id = ?", p...).For("UPDATE").String()
-	}, 2)
 	var statuses []memory.EventStatus
-	err := selectPrepared(ctx, tx, text, &statuses, tenantID, id)
+	err := selectPrepared(ctx, tx, lockEventSQL, &statuses, tenantID, id)
 	if err == nil && len(statuses) == 0 {
 		err = errNoRows
 	}
@@ -359,30 +369,40 @@ func LockEvent(ctx context.Context, tx bun.IDB, tenantID, id string) (memory.Eve
 	return statuses[0], nil
 }
 
+// lockEventSQL locks an event's row and reads its status ($1 tenant, $2 id).
+var lockEventSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Table("events").Column("status").Where("tenant_id = ? AND id = ?", p...).For("UPDATE").String()
+})
+
 // SetGovernedStatus records the status governance leaves an event in (PROCESSING,
 // or PENDING_REVIEW when a candidate needs a reviewer), unless it is already COMMITTED.
 func SetGovernedStatus(ctx context.Context, db bun.IDB, tenantID, id string, status memory.EventStatus) error {
-	text := preparedText(db, "SetGovernedStatus", func(db bun.IDB, p []any) string {
-		return db.NewUpdate().Table("events").Set("status = ?", p[0]).
-			Where("tenant_id = ? AND id = ? AND status <> ?", p[1], p[2], memory.EventCommitted).String()
-	}, 3)
-	_, err := execPrepared(ctx, db, text, status, tenantID, id)
+	_, err := execPrepared(ctx, db, setGovernedStatusSQL, status, tenantID, id)
 	return err
 }
+
+// setGovernedStatusSQL sets an event's status ($1) unless it is COMMITTED ($2
+// tenant, $3 id).
+var setGovernedStatusSQL = statementText(3, func(db bun.IDB, p []any) string {
+	return db.NewUpdate().Table("events").Set("status = ?", p[0]).
+		Where("tenant_id = ? AND id = ? AND status <> ?", p[1], p[2], memory.EventCommitted).String()
+})
 
 // SettleEventStatus sets an event COMMITTED once none of its candidates waits for a
 // review (PENDING or NEEDS_CONFIRMATION), else PENDING_REVIEW, and clears its reason.
 func SettleEventStatus(ctx context.Context, db bun.IDB, tenantID, id string) error {
-	text := preparedText(db, "SettleEventStatus", func(db bun.IDB, p []any) string {
-		return db.NewUpdate().Table("events").
-			Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN (?, ?)) THEN ? ELSE ? END",
-				p[0], p[1], memory.CandidatePending, memory.CandidateNeedsConfirmation, memory.EventPendingReview, memory.EventCommitted).
-			Set("status_reason = ''").
-			Where("tenant_id = ? AND id = ?", p[0], p[1]).String()
-	}, 2)
-	_, err := execPrepared(ctx, db, text, tenantID, id)
+	_, err := execPrepared(ctx, db, settleEventStatusSQL, tenantID, id)
 	return err
 }
+
+// settleEventStatusSQL settles an event's status by its candidates ($1 tenant, $2 id).
+var settleEventStatusSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewUpdate().Table("events").
+		Set("status = CASE WHEN EXISTS (SELECT 1 FROM candidates c WHERE c.tenant_id = ? AND c.event_id = ? AND c.status IN (?, ?)) THEN ? ELSE ? END",
+			p[0], p[1], memory.CandidatePending, memory.CandidateNeedsConfirmation, memory.EventPendingReview, memory.EventCommitted).
+		Set("status_reason = ''").
+		Where("tenant_id = ? AND id = ?", p[0], p[1]).String()
+})
 
 // TurnQuery selects a user's evidence before a moment, newest first.
 type TurnQuery struct {
@@ -404,7 +424,9 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 	if q.Inclusive {
 		op = "<="
 	}
-	// One prepared statement per shape of the query (which filters it has).
+	// One prepared statement per shape of the query (which filters it has): its
+	// text, written here each call (microseconds), is what the connection knows
+	// it by.
 	var limit any // NULL: no limit
 	if q.Limit > 0 {
 		limit = q.Limit
@@ -416,8 +438,7 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 	if q.SessionID != "" {
 		args = append(args, q.SessionID)
 	}
-	name := fmt.Sprintf("RecentTurns %s exclude=%v session=%v", op, q.ExcludeID != "", q.SessionID != "")
-	text := preparedText(s.conn(ctx), name, func(db bun.IDB, p []any) string {
+	text := statementText(len(args), func(db bun.IDB, p []any) string {
 		sel := db.NewSelect().Model((*Evidence)(nil)).Column("content", "key_id").
 			Where("tenant_id = ? AND user_id = ?", p[0], p[1]).
 			Where("occurred_at "+op+" ?", p[2])
@@ -430,7 +451,7 @@ func (s *Store) RecentTurns(ctx context.Context, tenantID string, q TurnQuery) (
 			sel = sel.Where("session_id = ?", p[next])
 		}
 		return sel.Order("occurred_at DESC").String() + " LIMIT $4"
-	}, len(args))
+	})
 	if err := selectPrepared(ctx, s.conn(ctx), text, &rows, args...); err != nil {
 		return nil, err
 	}

@@ -158,12 +158,14 @@ func CurrentFact(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (*
 		return nil, err
 	}
 	f := new(Fact)
-	text := preparedText(db, "CurrentFact", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
-			Where("tenant_id = ? AND memory_key = ? AND status = 'ACTIVE'", p...).String()
-	}, 2)
-	return f, notFound(firstPrepared(ctx, db, text, f, tenantID, memoryKey))
+	return f, notFound(firstPrepared(ctx, db, currentFactSQL, f, tenantID, memoryKey))
 }
+
+// currentFactSQL selects the ACTIVE revision of a memory key ($1 tenant, $2 key).
+var currentFactSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ? AND status = 'ACTIVE'", p...).String()
+})
 
 // WriteFactRevision writes f as the next revision of its memory key inside db,
 // which should be a transaction (commit writes everything in one). With
@@ -257,15 +259,17 @@ func writeFactRevision(ctx context.Context, db bun.IDB, tenantID string, f *Fact
 // maxRevision is the key's highest revision number, 0 for none.
 func maxRevision(ctx context.Context, db bun.IDB, tenantID, memoryKey string) (int, error) {
 	var maxRev int
-	text := preparedText(db, "MaxRevision", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
-			Where("tenant_id = ? AND memory_key = ?", p...).String()
-	}, 2)
-	if err := selectPrepared(ctx, db, text, &maxRev, tenantID, memoryKey); err != nil {
+	if err := selectPrepared(ctx, db, maxRevisionSQL, &maxRev, tenantID, memoryKey); err != nil {
 		return 0, fmt.Errorf("read revisions: %w", err)
 	}
 	return maxRev, nil
 }
+
+// maxRevisionSQL is the highest revision of a memory key ($1 tenant, $2 key).
+var maxRevisionSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Fact)(nil)).ColumnExpr("coalesce(max(revision), 0)").
+		Where("tenant_id = ? AND memory_key = ?", p...).String()
+})
 
 // WriteFact is WriteFactRevision in its own transaction.
 func (s *Store) WriteFact(ctx context.Context, tenantID string, f *Fact, mode WriteMode, searchText string) (*Fact, error) {
@@ -472,14 +476,16 @@ func Revisions(ctx context.Context, db bun.IDB, tenantID, memoryKey string) ([]F
 		return nil, err
 	}
 	var out []Fact
-	text := preparedText(db, "Revisions", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
-			Where("tenant_id = ? AND memory_key = ?", p...).
-			Order("valid_from ASC", "revision ASC").String()
-	}, 2)
-	err := selectPrepared(ctx, db, text, &out, tenantID, memoryKey)
+	err := selectPrepared(ctx, db, revisionsSQL, &out, tenantID, memoryKey)
 	return out, err
 }
+
+// revisionsSQL selects every revision of a memory key ($1 tenant, $2 key).
+var revisionsSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND memory_key = ?", p...).
+		Order("valid_from ASC", "revision ASC").String()
+})
 
 // ActiveBySubjectPredicate lists ACTIVE facts of one subject and predicate that a
 // user can see (any scope), so governance can show broader-scope values that stay.
@@ -488,15 +494,18 @@ func ActiveBySubjectPredicate(ctx context.Context, db bun.IDB, tenantID, userID,
 		return nil, err
 	}
 	var out []Fact
-	text := preparedText(db, "ActiveBySubjectPredicate", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
-			Where("tenant_id = ? AND status = 'ACTIVE' AND predicate = ? AND lower(subject) = lower(?)", p[:3]...).
-			Where("(user_id = ? OR scope IN ('TENANT', 'DEPARTMENT'))", p[3]).
-			Limit(50).String()
-	}, 4)
-	err := selectPrepared(ctx, db, text, &out, tenantID, predicate, subject, userID)
+	err := selectPrepared(ctx, db, activeBySubjectPredicateSQL, &out, tenantID, predicate, subject, userID)
 	return out, err
 }
+
+// activeBySubjectPredicateSQL selects the ACTIVE facts of a tenant ($1),
+// predicate ($2) and subject ($3) that a user ($4) can see.
+var activeBySubjectPredicateSQL = statementText(4, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Fact)(nil)).ExcludeColumn("embedding").
+		Where("tenant_id = ? AND status = 'ACTIVE' AND predicate = ? AND lower(subject) = lower(?)", p[:3]...).
+		Where("(user_id = ? OR scope IN ('TENANT', 'DEPARTMENT'))", p[3]).
+		Limit(50).String()
+})
 
 // SetFactEmbedding stores a fact's vector.
 func (s *Store) SetFactEmbedding(ctx context.Context, tenantID, factID string, v pgvector.Vector) error {

@@ -130,13 +130,16 @@ func (s *Store) EntitiesOfUser(ctx context.Context, tenantID, userID string, lim
 		limit = 500
 	}
 	var out []Entity
-	text := preparedText(s.conn(ctx), "EntitiesOfUser", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Entity)(nil)).Where("tenant_id = ? AND user_id = ?", p[:2]...).
-			Order("updated_at DESC").String() + " LIMIT $3"
-	}, 3)
-	err := selectPrepared(ctx, s.conn(ctx), text, &out, tenantID, userID, limit)
+	err := selectPrepared(ctx, s.conn(ctx), entitiesOfUserSQL, &out, tenantID, userID, limit)
 	return out, err
 }
+
+// entitiesOfUserSQL selects a user's entities, latest first ($1 tenant, $2 user,
+// $3 limit).
+var entitiesOfUserSQL = statementText(3, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Entity)(nil)).Where("tenant_id = ? AND user_id = ?", p[:2]...).
+		Order("updated_at DESC").String() + " LIMIT $3"
+})
 
 // EdgesFrom lists edges leaving or entering an entity.
 func (s *Store) EdgesOf(ctx context.Context, tenantID, typ, id string) ([]Edge, error) {

@@ -182,21 +182,24 @@ func (s *Store) ErasureInProgress(ctx context.Context, tenantID, userID string) 
 	if err := checkTenant(tenantID); err != nil {
 		return false, err
 	}
-	text := preparedText(s.conn(ctx), "ErasureInProgress", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Tombstone)(nil)).ColumnExpr("count(*)").
-			Where("tenant_id = ? AND status = 'RUNNING'", p[0]).
-			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-				return q.Where("subject_type = 'TENANT' AND subject_id = ?", p[0]).
-					WhereOr("subject_type = 'USER' AND subject_id = ?", p[1])
-			}).String()
-	}, 2)
 	var n int
-	err := selectPrepared(ctx, s.conn(ctx), text, &n, tenantID, userID)
+	err := selectPrepared(ctx, s.conn(ctx), erasureInProgressSQL, &n, tenantID, userID)
 	if err != nil {
 		return false, fmt.Errorf("check erasure: %w", err)
 	}
 	return n > 0, nil
 }
+
+// erasureInProgressSQL counts the RUNNING erasures of a tenant ($1) or of its
+// user ($2).
+var erasureInProgressSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Tombstone)(nil)).ColumnExpr("count(*)").
+		Where("tenant_id = ? AND status = 'RUNNING'", p[0]).
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("subject_type = 'TENANT' AND subject_id = ?", p[0]).
+				WhereOr("subject_type = 'USER' AND subject_id = ?", p[1])
+		}).String()
+})
 
 // RecordErasureStep adds a finished step and its count to the tombstone.
 func (s *Store) RecordErasureStep(ctx context.Context, subj ErasureSubject, step string, n int64) error {

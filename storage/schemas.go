@@ -67,16 +67,20 @@ func (s *Store) GetSchema(ctx context.Context, tenantID, name string, version in
 	}
 	sc := new(StoredSchema)
 	if version > 0 {
-		text := preparedText(s.conn(ctx), "GetSchema version", func(db bun.IDB, p []any) string {
-			return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ? AND version = ?", p...).String()
-		}, 3)
-		return sc, notFound(firstPrepared(ctx, s.conn(ctx), text, sc, tenantID, name, version))
+		return sc, notFound(firstPrepared(ctx, s.conn(ctx), schemaVersionSQL, sc, tenantID, name, version))
 	}
-	text := preparedText(s.conn(ctx), "GetSchema latest", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ?", p...).Order("version DESC").Limit(1).String()
-	}, 2)
-	return sc, notFound(firstPrepared(ctx, s.conn(ctx), text, sc, tenantID, name))
+	return sc, notFound(firstPrepared(ctx, s.conn(ctx), schemaLatestSQL, sc, tenantID, name))
 }
+
+// schemaLatestSQL selects a stored schema's latest version ($1 tenant, $2 name).
+var schemaLatestSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ?", p...).Order("version DESC").Limit(1).String()
+})
+
+// schemaVersionSQL selects a stored schema ($1 tenant, $2 name) at a version ($3).
+var schemaVersionSQL = statementText(3, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*StoredSchema)(nil)).Where("tenant_id = ? AND name = ? AND version = ?", p...).String()
+})
 
 // SchemaVersions lists the stored versions of a schema, ascending.
 func (s *Store) SchemaVersions(ctx context.Context, tenantID, name string) ([]int, error) {

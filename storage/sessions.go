@@ -72,11 +72,13 @@ func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (*Se
 		return nil, err
 	}
 	out := new(Session)
-	text := preparedText(s.conn(ctx), "GetSession", func(db bun.IDB, p []any) string {
-		return db.NewSelect().Model((*Session)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
-	}, 2)
-	return out, notFound(firstPrepared(ctx, s.conn(ctx), text, out, tenantID, sessionID))
+	return out, notFound(firstPrepared(ctx, s.conn(ctx), getSessionSQL, out, tenantID, sessionID))
 }
+
+// getSessionSQL selects a session ($1 tenant, $2 id).
+var getSessionSQL = statementText(2, func(db bun.IDB, p []any) string {
+	return db.NewSelect().Model((*Session)(nil)).Where("tenant_id = ? AND id = ?", p...).String()
+})
 
 // AppendTurn adds a turn to a session's working memory, keeping the last keep
 // turns in time order. It is idempotent per evidence id: a turn already kept, or
@@ -148,15 +150,7 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 	if err != nil {
 		return nil, false, err
 	}
-	text := preparedText(s.conn(ctx), "appendTurn", func(db bun.IDB, p []any) string {
-		return db.NewUpdate().Model((*Session)(nil)).
-			Set("recent = ?::jsonb", p[0]).
-			Set("turn_count = turn_count + 1").
-			Set("user_id = CASE WHEN user_id = '' THEN ? ELSE user_id END", p[1]).
-			Set("updated_at = now()").
-			Where("tenant_id = ? AND id = ? AND turn_count = ?", p[2:]...).String()
-	}, 5)
-	res, err := execPrepared(ctx, s.conn(ctx), text, string(raw), userID, tenantID, sessionID, sess.TurnCount)
+	res, err := execPrepared(ctx, s.conn(ctx), appendTurnSQL, string(raw), userID, tenantID, sessionID, sess.TurnCount)
 	if err != nil {
 		return nil, false, fmt.Errorf("update session: %w", err)
 	}
@@ -169,6 +163,18 @@ func (s *Store) appendTurnOnce(ctx context.Context, tenantID, sessionID, userID 
 	}
 	return sess, true, nil
 }
+
+// appendTurnSQL stores a session's recent turns ($1, JSON) and counts the turn,
+// naming its user ($2) if none was, unless another writer counted one first
+// (tenant $3, id $4, turn count read $5).
+var appendTurnSQL = statementText(5, func(db bun.IDB, p []any) string {
+	return db.NewUpdate().Model((*Session)(nil)).
+		Set("recent = ?::jsonb", p[0]).
+		Set("turn_count = turn_count + 1").
+		Set("user_id = CASE WHEN user_id = '' THEN ? ELSE user_id END", p[1]).
+		Set("updated_at = now()").
+		Where("tenant_id = ? AND id = ? AND turn_count = ?", p[2:]...).String()
+})
 
 // SetSessionSummary stores a rolling summary made at turn atTurn, unless a newer
 // summary is already there (summaries may be computed outside the row's lock).

@@ -105,6 +105,9 @@ func (s *Store) StatementTimeout() time.Duration { return s.timeout }
 // pool is a pool of up to maxOpen connections to url whose sessions start with
 // params (a parameter the URL sets keeps the URL's value).
 //
+// Its connections are *Conn (conn.go), which prepare every statement sent with
+// parameters.
+//
 // plan_cache_mode force_generic_plan: the prepared statements (prepared.go, and
 // recall's) have a fixed shape, with the constants that select partial indexes
 // written into their text, so one plan serves every call; left to choose,
@@ -116,7 +119,7 @@ func (s *Store) StatementTimeout() time.Duration { return s.timeout }
 // beyond the idle limit is closed and the next call opens (forks) a new backend,
 // which cost the write path about a tenth of its throughput at 32 callers.
 func pool(url string, maxOpen int, params map[string]any) *bun.DB {
-	conn := pgdriver.NewConnector(pgdriver.WithDSN(url), pgdriver.WithTimeout(10*time.Second), func(c *pgdriver.Config) {
+	conn := connector{pgdriver.NewConnector(pgdriver.WithDSN(url), pgdriver.WithTimeout(10*time.Second), func(c *pgdriver.Config) {
 		merged := map[string]any{}
 		for k, v := range params {
 			merged[k] = v
@@ -125,7 +128,7 @@ func pool(url string, maxOpen int, params map[string]any) *bun.DB {
 			merged[k] = v
 		}
 		c.ConnParams = merged
-	})
+	})}
 	sqldb := sql.OpenDB(conn)
 	sqldb.SetMaxOpenConns(maxOpen)
 	sqldb.SetMaxIdleConns(maxOpen)
@@ -136,9 +139,8 @@ func pool(url string, maxOpen int, params map[string]any) *bun.DB {
 // DB exposes the handle for packages that build their own queries (recall).
 func (s *Store) DB() *bun.DB { return s.db }
 
-// Close closes the pool.
+// Close closes the pool (and with its connections the statements prepared on them).
 func (s *Store) Close() error {
-	closePrepared(s.db.DB)
 	return s.db.Close()
 }
 
