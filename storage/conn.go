@@ -61,12 +61,9 @@ func (c *Conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if len(args) == 0 {
 		return c.Conn.QueryContext(ctx, query, args)
 	}
-	var rows driver.Rows
-	err := c.run(ctx, query, func(st driver.Stmt) (err error) {
-		rows, err = st.(driver.StmtQueryContext).QueryContext(ctx, args)
-		return err
+	return run(ctx, c, query, func(st driver.Stmt) (driver.Rows, error) {
+		return st.(driver.StmtQueryContext).QueryContext(ctx, args)
 	})
-	return rows, err
 }
 
 // ExecContext is QueryContext for a statement whose rows are not read.
@@ -74,12 +71,9 @@ func (c *Conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if len(args) == 0 {
 		return c.Conn.ExecContext(ctx, query, args)
 	}
-	var res driver.Result
-	err := c.run(ctx, query, func(st driver.Stmt) (err error) {
-		res, err = st.(driver.StmtExecContext).ExecContext(ctx, args)
-		return err
+	return run(ctx, c, query, func(st driver.Stmt) (driver.Result, error) {
+		return st.(driver.StmtExecContext).ExecContext(ctx, args)
 	})
-	return res, err
 }
 
 // BeginTx begins a transaction; a statement that fails in one is not run again
@@ -101,26 +95,27 @@ type connTx struct {
 func (t connTx) Commit() error   { t.c.inTx = false; return t.Tx.Commit() }
 func (t connTx) Rollback() error { t.c.inTx = false; return t.Tx.Rollback() }
 
-// run calls fn with the statement of query prepared on this connection (the
-// first time it runs here). A statement the server no longer has, or whose
-// cached plan a schema change made unusable, is prepared again, and outside a
-// transaction run again once (both errors come before any row).
-func (c *Conn) run(ctx context.Context, query string, fn func(driver.Stmt) error) error {
+// run calls fn with the statement of query prepared on c (the first time it
+// runs there). A statement the server no longer has, or whose cached plan a
+// schema change made unusable, is prepared again, and outside a transaction run
+// again once (both errors come before any row).
+func run[T any](ctx context.Context, c *Conn, query string, fn func(driver.Stmt) (T, error)) (T, error) {
+	var zero T
 	st, err := c.prepared(ctx, query)
 	if err != nil {
-		return err
+		return zero, err
 	}
-	err = fn(st)
+	out, err := fn(st)
 	if err == nil || !isStalePrepared(err) {
-		return err
+		return out, err
 	}
 	_ = st.Close()
 	delete(c.stmts, query)
 	if c.inTx || ctx.Err() != nil {
-		return err
+		return zero, err
 	}
 	if st, err = c.prepared(ctx, query); err != nil {
-		return err
+		return zero, err
 	}
 	return fn(st)
 }
