@@ -137,9 +137,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		// past the same limit (ENGRAM_RECALL_TIMEOUT).
 		reader := a.Store.Reader(readTimeout(cfg), readPoolSize)
 		a.closers = append(a.closers, func() { reader.Close() })
-		a.Ingestor = write.NewIngestor(a.Store, a.Temporal, write.IngestorOptions{
-			TaskQueue: cfg.TaskQueue, ExtractAttempts: cfg.ExtractAttempts, ReviewTimeout: cfg.ReviewTimeout, Starter: starter, Notices: a.Notices,
-		})
+		a.Ingestor = NewIngestor(cfg, a.Store, a.Temporal, starter, a.Notices)
 		a.Deps = server.Deps{Store: a.Store, ReadStore: reader, Temporal: a.Temporal, Config: cfg, Recaller: meteredRecaller{a.Recall, a.Metrics}, Ingestor: a.Ingestor, Logger: log}
 		if a.Handlers, err = server.NewHandlers(a.Deps); err != nil {
 			return nil, err
@@ -160,6 +158,17 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		log.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "llm", cfg.LLMBaseURL != "")
 	}
 	return a, nil
+}
+
+// NewIngestor builds the write.Ingestor `engram serve` takes writes in with:
+// cfg's task queue, extraction attempts and review timeout, the Starter of its
+// acknowledged writes and the Notices its worker and Temporal connection share
+// (both may be nil: starts in the call, answers by the workflow's result). Build
+// and the eval build theirs here.
+func NewIngestor(cfg config.Config, st *storage.Store, c client.Client, starter *write.Starter, n *write.Notices) *write.Ingestor {
+	return write.NewIngestor(st, c, write.IngestorOptions{
+		TaskQueue: cfg.TaskQueue, ExtractAttempts: cfg.ExtractAttempts, ReviewTimeout: cfg.ReviewTimeout, Starter: starter, Notices: n,
+	})
 }
 
 // RecallEngine builds the recall engine `engram serve` runs: cfg's keyword

@@ -146,6 +146,7 @@ type ItemSummary struct {
 type Runner struct {
 	opt      Options
 	recaller Recaller
+	ingestor *write.Ingestor
 	turnRes  map[string]*TurnResult // by tenant-scoped turn key
 	mu       sync.Mutex
 }
@@ -291,7 +292,11 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 		}
 		recs[i] = rec
 	}
-	r := &Runner{opt: opt, recaller: recs[0], turnRes: map[string]*TurnResult{}}
+	// Turns are taken in as serve takes them (app.NewIngestor), with the run's
+	// review timeout: nobody reviews in an eval.
+	icfg := wcfg
+	icfg.ReviewTimeout = opt.ReviewTimeout
+	r := &Runner{opt: opt, recaller: recs[0], ingestor: app.NewIngestor(icfg, opt.Store, opt.Temporal, nil, nil), turnRes: map[string]*TurnResult{}}
 
 	total := 0
 	for _, j := range jobs {
@@ -390,6 +395,10 @@ func RunVariants(ctx context.Context, suites []*Suite, opt Options, variants []V
 	return reps, nil
 }
 
+// turnTimeout bounds the wait for one turn's write: a stuck turn fails the run
+// instead of hanging it.
+const turnTimeout = 5 * time.Minute
+
 func turnKey(tenant, scenario string, instance int, turn string) string {
 	return fmt.Sprintf("%s\x1f%s\x1f%d\x1f%s", tenant, scenario, instance, turn)
 }
@@ -405,15 +414,22 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
 	start := time.Now()
-	opts, in := write.Prepare(r.opt.TaskQueue, write.MemoryWriteInput{Event: ev, ReviewTimeout: r.opt.ReviewTimeout})
-	opts.WorkflowExecutionTimeout = 5 * time.Minute // a stuck turn fails the run instead of hanging it
-	run, err := r.opt.Temporal.ExecuteWorkflow(ctx, opts, write.MemoryWriteWorkflowName, in)
+	if err := ev.Validate(); err != nil { // as the API checks it
+		tr.Err = err.Error()
+		return tr
+	}
+	// Recorded and started as serve's Ingest does; its result is the write's final
+	// one (the review defaults applied), which a stuck turn does not hold up for
+	// more than turnTimeout.
+	in, err := r.ingestor.Ingest(ctx, ev, false, 0)
 	if err != nil {
 		tr.Err = err.Error()
 		return tr
 	}
+	gctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
 	var res write.MemoryWriteResult
-	if err := run.Get(ctx, &res); err != nil {
+	if err := r.opt.Temporal.GetWorkflow(gctx, in.WorkflowID, in.RunID).Get(gctx, &res); err != nil {
 		tr.Err = err.Error()
 		return tr
 	}
