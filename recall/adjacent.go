@@ -191,12 +191,13 @@ func placeLifted(ranked []Item, lifted map[string]Item, lead int) []Item {
 	for id := range lifted {
 		ids = append(ids, id)
 	}
-	// Highest first, so equal scores keep a stable order (by id).
+	// Highest first, equal scores as tied (tiedBefore), so the order is stable.
 	sort.Slice(ids, func(i, j int) bool {
-		if a, b := lifted[ids[i]].Score, lifted[ids[j]].Score; a != b {
-			return a > b
+		a, b := lifted[ids[i]], lifted[ids[j]]
+		if a.Score != b.Score {
+			return a.Score > b.Score
 		}
-		return ids[i] < ids[j]
+		return tiedBefore(&a, &b)
 	})
 	for _, id := range ids {
 		it := lifted[id]

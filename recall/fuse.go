@@ -519,7 +519,7 @@ func taskScopeLeads(cs []*cand, task string) {
 }
 
 // rank orders the candidates: what matched the question first, then by score,
-// facts before turns, then by id.
+// facts before turns, then as tied (tiedBefore).
 func rank(cs []*cand) {
 	sort.SliceStable(cs, func(i, j int) bool {
 		if cs[i].matched != cs[j].matched {
@@ -532,8 +532,22 @@ func rank(cs []*cand) {
 		if a.Kind != b.Kind {
 			return a.Kind == KindFact
 		}
-		return a.ID < b.ID
+		return tiedBefore(a, b)
 	})
+}
+
+// tiedBefore orders two items of equal score: the more recent first, then by
+// content, then by id. Not by id first: ids are random, so two ingestions of the
+// same conversation ranked its ties differently (an eval moved by ±0.005 from
+// run to run), and a user is better served by the newer of two equal answers.
+func tiedBefore(a, b *Item) bool {
+	if !a.OccurredAt.Equal(b.OccurredAt) {
+		return a.OccurredAt.After(b.OccurredAt)
+	}
+	if a.Content != b.Content {
+		return a.Content < b.Content
+	}
+	return a.ID < b.ID
 }
 
 // otherTask multiplies a turn said in another task than the one at hand.

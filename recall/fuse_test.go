@@ -74,3 +74,24 @@ func TestFuse(t *testing.T) {
 		}
 	}
 }
+
+// Items of equal score rank the same however their random ids fall: the newer
+// first, then by content, the id last (two ingestions of one conversation ranked
+// their ties differently before).
+func TestTiesRankWithoutTheirIDs(t *testing.T) {
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	mk := func(id, content string, when time.Time) *cand {
+		return &cand{matched: true, item: Item{Kind: KindEvidence, ID: id, Content: content, OccurredAt: when, Score: 1}}
+	}
+	for _, ids := range [][3]string{{"a", "b", "c"}, {"c", "b", "a"}, {"b", "c", "a"}} {
+		cs := []*cand{mk(ids[0], "older", at), mk(ids[1], "newer", at.Add(time.Minute)), mk(ids[2], "also older", at)}
+		rank(cs)
+		var got []string
+		for _, c := range cs {
+			got = append(got, c.item.Content)
+		}
+		if strings.Join(got, ",") != "newer,also older,older" {
+			t.Fatalf("ids %v: ranked %v, want newer, also older, older", ids, got)
+		}
+	}
+}
