@@ -140,20 +140,6 @@ func bearer(key string) connect.UnaryInterceptorFunc {
 	}
 }
 
-// call runs f, retrying with backoff while the server answers UNAVAILABLE, and
-// after the server's Retry-After while it answers a rate limit. Only calls that
-// are safe to repeat go through it: reads, and Ingest, which is idempotent by its
-// key.
-func call[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T, error)) (*T, error) {
-	return retrying(ctx, p, true, f)
-}
-
-// once runs f, retrying only a rate limit: the server refuses those before it
-// does anything, so a call that must not be repeated is not.
-func once[T any](ctx context.Context, p retryPolicy, f func(context.Context) (*T, error)) (*T, error) {
-	return retrying(ctx, p, false, f)
-}
-
 // retrying retries what can succeed later and nothing else: UNAVAILABLE (when
 // safe) and RESOURCE_EXHAUSTED with Retry-After, which only the rate limiter
 // sends. Bad input (an oversize request included) is never retried.
@@ -206,16 +192,14 @@ func (c *Client) Ingest(ctx context.Context, ev *engramv1.Event, opts ...IngestO
 	for _, o := range opts {
 		o(req)
 	}
-	res, err := call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.IngestResponse], error) {
-		return c.Memory.Ingest(ctx, connect.NewRequest(req))
-	})
+	res, err := read(ctx, c, c.Memory.Ingest, req, whole)
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Msg.Results) != 1 {
+	if len(res.Results) != 1 {
 		return nil, errors.New("engram: Ingest answered without a result")
 	}
-	return res.Msg.Results[0], nil
+	return res.Results[0], nil
 }
 
 // IngestBatch sends a batch (at most 500 events), generating missing keys.
@@ -229,42 +213,22 @@ func (c *Client) IngestBatch(ctx context.Context, evs []*engramv1.Event, opts ..
 	for _, o := range opts {
 		o(req)
 	}
-	res, err := call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.IngestResponse], error) {
-		return c.Memory.Ingest(ctx, connect.NewRequest(req))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res.Msg, nil
+	return read(ctx, c, c.Memory.Ingest, req, whole)
 }
 
 // Recall returns the context to remember for a user.
 func (c *Client) Recall(ctx context.Context, req *engramv1.RecallRequest) (*engramv1.RecallResponse, error) {
-	return msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.RecallResponse], error) {
-		return c.Memory.Recall(ctx, connect.NewRequest(req))
-	}))
+	return read(ctx, c, c.Memory.Recall, req, whole)
 }
 
 // GetFact returns one fact revision with its evidence ids.
 func (c *Client) GetFact(ctx context.Context, factID string) (*engramv1.Fact, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetFactResponse], error) {
-		return c.Memory.GetFact(ctx, connect.NewRequest(&engramv1.GetFactRequest{FactId: factID}))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Fact, nil
+	return read(ctx, c, c.Memory.GetFact, &engramv1.GetFactRequest{FactId: factID}, (*engramv1.GetFactResponse).GetFact)
 }
 
 // ListFacts lists facts, newest first.
 func (c *Client) ListFacts(ctx context.Context, req *engramv1.ListFactsRequest) ([]*engramv1.Fact, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.ListFactsResponse], error) {
-		return c.Memory.ListFacts(ctx, connect.NewRequest(req))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Facts, nil
+	return read(ctx, c, c.Memory.ListFacts, req, (*engramv1.ListFactsResponse).GetFacts)
 }
 
 // FactHistory returns every revision of a memory key, oldest first.
@@ -275,114 +239,90 @@ func (c *Client) FactHistory(ctx context.Context, memoryKey string) ([]*engramv1
 // FactHistoryOf is FactHistory for a full request (e.g. known_at: the history
 // as the memory held it then).
 func (c *Client) FactHistoryOf(ctx context.Context, req *engramv1.FactHistoryRequest) ([]*engramv1.Fact, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.FactHistoryResponse], error) {
-		return c.Memory.FactHistory(ctx, connect.NewRequest(req))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Revisions, nil
+	return read(ctx, c, c.Memory.FactHistory, req, (*engramv1.FactHistoryResponse).GetRevisions)
 }
 
 // InvalidateFact closes a fact's ACTIVE revision (reviewer or admin keys).
 func (c *Client) InvalidateFact(ctx context.Context, factID, reason string) (*engramv1.Fact, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.InvalidateFactResponse], error) {
-		return c.Memory.InvalidateFact(ctx, connect.NewRequest(&engramv1.InvalidateFactRequest{FactId: factID, Reason: reason}))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Fact, nil
+	req := &engramv1.InvalidateFactRequest{FactId: factID, Reason: reason}
+	return read(ctx, c, c.Memory.InvalidateFact, req, (*engramv1.InvalidateFactResponse).GetFact)
 }
 
 // ListPending lists candidates awaiting review (reviewer keys); user may be empty.
 func (c *Client) ListPending(ctx context.Context, user string, limit int) ([]*engramv1.PendingReview, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.ListPendingResponse], error) {
-		return c.Review.ListPending(ctx, connect.NewRequest(&engramv1.ListPendingRequest{UserId: user, Limit: int32(limit)}))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Pending, nil
+	req := &engramv1.ListPendingRequest{UserId: user, Limit: int32(limit)}
+	return read(ctx, c, c.Review.ListPending, req, (*engramv1.ListPendingResponse).GetPending)
 }
 
 // Decide sends a review decision. It is not retried: a repeated decision on the
 // same candidate is refused as already reviewed.
 func (c *Client) Decide(ctx context.Context, req *engramv1.DecideRequest) (*engramv1.DecideResponse, error) {
-	return msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.DecideResponse], error) {
-		return c.Review.Decide(ctx, connect.NewRequest(req))
-	}))
+	return send(ctx, c, c.Review.Decide, req, whole)
 }
 
 // StartTask creates a task. Not retried (a retry of a start that went through
 // answers ALREADY_EXISTS).
 func (c *Client) StartTask(ctx context.Context, req *engramv1.StartTaskRequest) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.StartTaskResponse], error) {
-		return c.Task.StartTask(ctx, connect.NewRequest(req))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Task, nil
+	return send(ctx, c, c.Task.StartTask, req, (*engramv1.StartTaskResponse).GetTask)
 }
 
 // UpdateTask applies one operation (plan, request_confirmation, confirm, complete,
 // cancel). Not retried.
 func (c *Client) UpdateTask(ctx context.Context, req *engramv1.UpdateTaskRequest) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.UpdateTaskResponse], error) {
-		return c.Task.UpdateTask(ctx, connect.NewRequest(req))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Task, nil
+	return send(ctx, c, c.Task.UpdateTask, req, (*engramv1.UpdateTaskResponse).GetTask)
 }
 
 // RunStep runs the named step, or the next one when step is empty. Not retried: a
 // lost answer is read back with GetTask (the step itself is idempotent at the
 // action endpoint by its key).
 func (c *Client) RunStep(ctx context.Context, taskID, step string) (*engramv1.Task, error) {
-	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.RunStepResponse], error) {
-		return c.Task.RunStep(ctx, connect.NewRequest(&engramv1.RunStepRequest{TaskId: taskID, Step: step}))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Task, nil
+	req := &engramv1.RunStepRequest{TaskId: taskID, Step: step}
+	return send(ctx, c, c.Task.RunStep, req, (*engramv1.RunStepResponse).GetTask)
 }
 
 // GetTask returns a task's state.
 func (c *Client) GetTask(ctx context.Context, taskID string) (*engramv1.Task, error) {
-	res, err := msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetTaskResponse], error) {
-		return c.Task.GetTask(ctx, connect.NewRequest(&engramv1.GetTaskRequest{TaskId: taskID}))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Task, nil
+	return read(ctx, c, c.Task.GetTask, &engramv1.GetTaskRequest{TaskId: taskID}, (*engramv1.GetTaskResponse).GetTask)
 }
 
 // GetSchema returns a schema (version 0: the latest).
 func (c *Client) GetSchema(ctx context.Context, name string, version int) (*engramv1.GetSchemaResponse, error) {
-	return msg(call(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.GetSchemaResponse], error) {
-		return c.Schema.GetSchema(ctx, connect.NewRequest(&engramv1.GetSchemaRequest{Name: name, Version: int32(version)}))
-	}))
+	req := &engramv1.GetSchemaRequest{Name: name, Version: int32(version)}
+	return read(ctx, c, c.Schema.GetSchema, req, whole)
 }
 
 // PutSchema stores a new version of a schema (admin keys). Not retried.
 func (c *Client) PutSchema(ctx context.Context, req *engramv1.PutSchemaRequest) (*engramv1.SchemaInfo, error) {
-	res, err := msg(once(ctx, c.retry, func(ctx context.Context) (*connect.Response[engramv1.PutSchemaResponse], error) {
-		return c.Schema.PutSchema(ctx, connect.NewRequest(req))
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Schema, nil
+	return send(ctx, c, c.Schema.PutSchema, req, (*engramv1.PutSchemaResponse).GetSchema)
 }
 
-func msg[T any](res *connect.Response[T], err error) (*T, error) {
-	if err != nil {
-		return nil, err
-	}
-	return res.Msg, nil
+// method is a generated Connect client's unary method.
+type method[Req, Res any] func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)
+
+// read calls m with req and returns what pick takes from its answer, retrying
+// with backoff while the server answers UNAVAILABLE, and after the server's
+// Retry-After while it answers a rate limit. Only calls that are safe to repeat
+// go through it: reads, and Ingest, which is idempotent by its key.
+func read[Req, Res, Out any](ctx context.Context, c *Client, m method[Req, Res], req *Req, pick func(*Res) Out) (Out, error) {
+	return unary(ctx, c.retry, true, m, req, pick)
 }
+
+// send is read retrying only a rate limit: the server refuses those before it
+// does anything, so a call that must not be repeated is not.
+func send[Req, Res, Out any](ctx context.Context, c *Client, m method[Req, Res], req *Req, pick func(*Res) Out) (Out, error) {
+	return unary(ctx, c.retry, false, m, req, pick)
+}
+
+func unary[Req, Res, Out any](ctx context.Context, p retryPolicy, safe bool, m method[Req, Res], req *Req, pick func(*Res) Out) (Out, error) {
+	res, err := retrying(ctx, p, safe, func(ctx context.Context) (*connect.Response[Res], error) {
+		return m(ctx, connect.NewRequest(req))
+	})
+	if err != nil {
+		var none Out
+		return none, err
+	}
+	return pick(res.Msg), nil
+}
+
+// whole is the pick of a method whose whole answer is the result.
+func whole[T any](msg *T) *T { return msg }

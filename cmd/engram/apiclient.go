@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/engramhq/engram/client"
@@ -154,6 +155,31 @@ func (o *apiOpts) context(cmd *cobra.Command) (context.Context, context.CancelFu
 	return context.WithTimeout(cmd.Context(), o.timeout)
 }
 
+// call dials (the connection flags are checked before anything is sent), runs f
+// within --timeout, and turns its API error into one naming the flag at fault.
+func call[T any](cmd *cobra.Command, o *apiOpts, fields fieldFlags, f func(context.Context, *conn) (T, error)) (T, error) {
+	var none T
+	c, err := o.dial()
+	if err != nil {
+		return none, err
+	}
+	ctx, cancel := o.context(cmd)
+	defer cancel()
+	res, err := f(ctx, c)
+	if err != nil {
+		return none, c.apiErr(err, fields)
+	}
+	return res, nil
+}
+
+// show prints an API message: as JSON with --json, else what text writes.
+func (o *apiOpts) show(cmd *cobra.Command, m proto.Message, text func(io.Writer) error) error {
+	if o.asJSON {
+		return printJSON(cmd.OutOrStdout(), m)
+	}
+	return text(cmd.OutOrStdout())
+}
+
 // fieldFlags maps API field names (after any "event." or "events[i]." prefix) to
 // the flags that set them, so a refusal names what the user typed.
 type fieldFlags map[string]string
@@ -228,6 +254,18 @@ func describeField(field, desc string, flags fieldFlags) string {
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 2, 2, ' ', 0) }
+
+// printRecords prints the operators' own records (keys, the access log, …): as
+// JSON (printValue) with --json, else a table of header and what rows writes.
+func printRecords(out io.Writer, asJSON bool, v any, header string, rows func(tw io.Writer)) error {
+	if asJSON {
+		return printValue(out, v)
+	}
+	tw := table(out)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	return tw.Flush()
+}
 
 // clip shortens s to n runes for a table cell, on one line.
 func clip(s string, n int) string {

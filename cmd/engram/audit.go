@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,60 +30,20 @@ why, when it finished, counts).`,
 			if strings.TrimSpace(tenant) == "" {
 				return badFlag("tenant", "is required")
 			}
-			st, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			out := cmd.OutOrStdout()
-			if erasures {
-				ts, err := st.ListErasureRequests(cmd.Context(), tenant)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return printValue(out, ts)
-				}
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "REQUESTED\tSUBJECT\tSTATUS\tREQUESTED BY\tREASON\tFINISHED\tCOUNTS")
-				for _, t := range ts {
-					fin := ""
-					if t.FinishedAt != nil {
-						fin = t.FinishedAt.UTC().Format(time.RFC3339)
-					}
-					fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", t.RequestedAt.UTC().Format(time.RFC3339), t.SubjectType, t.SubjectID, t.Status, t.RequestedBy, t.Reason, fin, storage.MarshalCounts(t.Counts))
-				}
-				return tw.Flush()
-			}
 			f := storage.AccessFilter{UserID: user, Principal: principal, Limit: limit}
-			if since != "" {
+			if since != "" && !erasures {
 				d, err := time.ParseDuration(since)
 				if err != nil {
 					return fmt.Errorf("--since: %q is not a duration such as 24h or 720h", since)
 				}
 				f.Since = time.Now().Add(-d)
 			}
-			rows, err := st.ListAccess(cmd.Context(), tenant, f)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printValue(out, rows)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tPRINCIPAL\tPURPOSE\tUSER\tFACTS\tEVIDENCE\tQUERY")
-			for _, r := range rows {
-				q := r.Query
-				if len([]rune(q)) > 60 {
-					q = string([]rune(q)[:59]) + "…"
+			return withStore(cmd, func(st *storage.Store) error {
+				if erasures {
+					return printErasures(cmd.Context(), cmd.OutOrStdout(), st, tenant, asJSON)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.At.UTC().Format(time.RFC3339), r.Principal, r.Purpose, r.UserID, len(r.FactIDs), len(r.EvidenceIDs), q)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "%d read(s)\n", len(rows))
-			return nil
+				return printAccess(cmd.Context(), cmd.OutOrStdout(), st, tenant, f, asJSON)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (required)")
@@ -93,4 +54,43 @@ why, when it finished, counts).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (with every fact and evidence id)")
 	cmd.Flags().BoolVar(&erasures, "erasures", false, "list the tenant's erasure requests instead (who asked, when, why)")
 	return cmd
+}
+
+// printErasures lists the tenant's erasure requests.
+func printErasures(ctx context.Context, out io.Writer, st *storage.Store, tenant string, asJSON bool) error {
+	ts, err := st.ListErasureRequests(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	return printRecords(out, asJSON, ts, "REQUESTED\tSUBJECT\tSTATUS\tREQUESTED BY\tREASON\tFINISHED\tCOUNTS", func(tw io.Writer) {
+		for _, t := range ts {
+			fin := ""
+			if t.FinishedAt != nil {
+				fin = t.FinishedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", t.RequestedAt.UTC().Format(time.RFC3339), t.SubjectType, t.SubjectID, t.Status, t.RequestedBy, t.Reason, fin, storage.MarshalCounts(t.Counts))
+		}
+	})
+}
+
+// printAccess lists the access log's rows f selects, and how many.
+func printAccess(ctx context.Context, out io.Writer, st *storage.Store, tenant string, f storage.AccessFilter, asJSON bool) error {
+	rows, err := st.ListAccess(ctx, tenant, f)
+	if err != nil {
+		return err
+	}
+	err = printRecords(out, asJSON, rows, "AT\tPRINCIPAL\tPURPOSE\tUSER\tFACTS\tEVIDENCE\tQUERY", func(tw io.Writer) {
+		for _, r := range rows {
+			q := r.Query
+			if len([]rune(q)) > 60 {
+				q = string([]rune(q)[:59]) + "…"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.At.UTC().Format(time.RFC3339), r.Principal, r.Purpose, r.UserID, len(r.FactIDs), len(r.EvidenceIDs), q)
+		}
+	})
+	if err != nil || asJSON {
+		return err
+	}
+	fmt.Fprintf(out, "%d read(s)\n", len(rows))
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -72,20 +73,13 @@ func factsListCmd() *cobra.Command {
 			if !all && len(req.Statuses) == 0 {
 				req.Statuses = []engramv1.FactStatus{engramv1.FactStatus_FACT_STATUS_ACTIVE}
 			}
-			c, err := o.dial()
+			facts, err := call(cmd, &o, factsFields, func(ctx context.Context, c *conn) ([]*engramv1.Fact, error) {
+				return c.ListFacts(ctx, &req)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			facts, err := c.ListFacts(ctx, &req)
-			if err != nil {
-				return c.apiErr(err, factsFields)
-			}
-			if o.asJSON {
-				return printJSON(cmd.OutOrStdout(), &engramv1.ListFactsResponse{Facts: facts})
-			}
-			return printFacts(cmd.OutOrStdout(), facts)
+			return o.show(cmd, &engramv1.ListFactsResponse{Facts: facts}, func(out io.Writer) error { return printFacts(out, facts) })
 		},
 	}
 	f := cmd.Flags()
@@ -121,23 +115,18 @@ func factsHistoryCmd() *cobra.Command {
 			if req.KnownAt, err = parseTime("known-at", knownAt); err != nil {
 				return err
 			}
-			c, err := o.dial()
+			revs, err := call(cmd, &o, fieldFlags{"memory_key": "MEMORY_KEY", "known_at": "known-at"}, func(ctx context.Context, c *conn) ([]*engramv1.Fact, error) {
+				return c.FactHistoryOf(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			revs, err := c.FactHistoryOf(ctx, req)
-			if err != nil {
-				return c.apiErr(err, fieldFlags{"memory_key": "MEMORY_KEY", "known_at": "known-at"})
-			}
-			if o.asJSON {
-				return printJSON(cmd.OutOrStdout(), &engramv1.FactHistoryResponse{Revisions: revs})
-			}
-			if len(revs) == 0 {
-				return &exitError{code: exitNotFound, err: fmt.Errorf("no revisions of memory key %q", args[0])}
-			}
-			return printFacts(cmd.OutOrStdout(), revs)
+			return o.show(cmd, &engramv1.FactHistoryResponse{Revisions: revs}, func(out io.Writer) error {
+				if len(revs) == 0 {
+					return &exitError{code: exitNotFound, err: fmt.Errorf("no revisions of memory key %q", args[0])}
+				}
+				return printFacts(out, revs)
+			})
 		},
 	}
 	o.register(cmd.Flags())
@@ -152,25 +141,19 @@ func factsGetCmd() *cobra.Command {
 		Short: "One fact revision with its evidence ids",
 		Args:  positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.dial()
+			f, err := call(cmd, &o, factsFields, func(ctx context.Context, c *conn) (*engramv1.Fact, error) {
+				return c.GetFact(ctx, args[0])
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			f, err := c.GetFact(ctx, args[0])
-			if err != nil {
-				return c.apiErr(err, factsFields)
-			}
-			out := cmd.OutOrStdout()
-			if o.asJSON {
-				return printJSON(out, f)
-			}
-			if err := printFacts(out, []*engramv1.Fact{f}); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "memory key: %s\nevidence: %s\nreason: %s\n", f.MemoryKey, dash(strings.Join(f.EvidenceIds, ", ")), dash(f.Reason))
-			return nil
+			return o.show(cmd, f, func(out io.Writer) error {
+				if err := printFacts(out, []*engramv1.Fact{f}); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "memory key: %s\nevidence: %s\nreason: %s\n", f.MemoryKey, dash(strings.Join(f.EvidenceIds, ", ")), dash(f.Reason))
+				return nil
+			})
 		},
 	}
 	o.register(cmd.Flags())

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -108,21 +109,13 @@ The file is read and checked completely before anything is sent.`,
 			if len(text) > maxContentBytes {
 				return badFlag("text", "is %d bytes, the limit is %d", len(text), maxContentBytes)
 			}
-			c, err := o.dial()
+			res, err := call(cmd, &o, ingestFields, func(ctx context.Context, c *conn) (*engramv1.IngestResult, error) {
+				return c.Ingest(ctx, &ev, opts...)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			res, err := c.Ingest(ctx, &ev, opts...)
-			if err != nil {
-				return c.apiErr(err, ingestFields)
-			}
-			out := cmd.OutOrStdout()
-			if o.asJSON {
-				return printJSON(out, res)
-			}
-			return printIngestResult(out, res)
+			return o.show(cmd, res, func(out io.Writer) error { return printIngestResult(out, res) })
 		},
 	}
 	f := cmd.Flags()

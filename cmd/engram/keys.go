@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,6 +48,16 @@ func openStore(cmd *cobra.Command) (*storage.Store, error) {
 	return st, nil
 }
 
+// withStore runs f on the database openStore opens, and closes it.
+func withStore(cmd *cobra.Command, f func(*storage.Store) error) error {
+	st, err := openStore(cmd)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return f(st)
+}
+
 func keysCreateCmd() *cobra.Command {
 	var k storage.APIKey
 	var roles []string
@@ -70,12 +80,11 @@ func keysCreateCmd() *cobra.Command {
 					}
 				}
 			}
-			st, err := openStore(cmd)
-			if err != nil {
+			var key string
+			err := withStore(cmd, func(st *storage.Store) (err error) {
+				key, err = st.CreateAPIKey(cmd.Context(), &k)
 				return err
-			}
-			defer st.Close()
-			key, err := st.CreateAPIKey(cmd.Context(), &k)
+			})
 			if err != nil {
 				return err
 			}
@@ -112,34 +121,27 @@ func keysListCmd() *cobra.Command {
 		Short: "List API keys (never the keys themselves)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			keys, err := st.ListAPIKeys(cmd.Context(), tenant, all)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
+			return withStore(cmd, func(st *storage.Store) error {
+				keys, err := st.ListAPIKeys(cmd.Context(), tenant, all)
+				if err != nil {
+					return err
+				}
 				views := make([]keyView, len(keys))
 				for i := range keys {
 					views[i] = viewKey(keys[i])
 				}
-				return printValue(out, struct{ Keys []keyView }{views})
-			}
-			tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "PREFIX\tID\tTENANT\tPRINCIPAL\tROLES\tUSER\tALLOWED USERS\tCREATED\tREVOKED")
-			for _, k := range keys {
-				revoked := ""
-				if k.RevokedAt != nil {
-					revoked = k.RevokedAt.Format("2006-01-02 15:04")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, k.TenantID, k.Principal, strings.Join(k.Roles, ","),
-					k.UserID, strings.Join(k.AllowedUsers, ","), k.CreatedAt.Format("2006-01-02 15:04"), revoked)
-			}
-			return tw.Flush()
+				return printRecords(cmd.OutOrStdout(), asJSON, struct{ Keys []keyView }{views},
+					"PREFIX\tID\tTENANT\tPRINCIPAL\tROLES\tUSER\tALLOWED USERS\tCREATED\tREVOKED", func(tw io.Writer) {
+						for _, k := range keys {
+							revoked := ""
+							if k.RevokedAt != nil {
+								revoked = k.RevokedAt.Format("2006-01-02 15:04")
+							}
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, k.TenantID, k.Principal, strings.Join(k.Roles, ","),
+								k.UserID, strings.Join(k.AllowedUsers, ","), k.CreatedAt.Format("2006-01-02 15:04"), revoked)
+						}
+					})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only keys of this tenant")
@@ -156,12 +158,11 @@ func keysRevokeCmd() *cobra.Command {
 		Short: "Revoke an API key by its prefix, id or the key itself; calls with it fail from now on",
 		Args:  positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd)
-			if err != nil {
+			var k *storage.APIKey
+			err := withStore(cmd, func(st *storage.Store) (err error) {
+				k, err = st.RevokeAPIKey(cmd.Context(), tenant, args[0])
 				return err
-			}
-			defer st.Close()
-			k, err := st.RevokeAPIKey(cmd.Context(), tenant, args[0])
+			})
 			if err == storage.ErrNotFound {
 				return &exitError{code: exitNotFound, err: fmt.Errorf("no live key %q", args[0])}
 			}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -84,35 +84,29 @@ func keysDataStatusCmd() *cobra.Command {
 		Short: "Count stored rows per encryption key id ('' = clear text)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			u, err := st.KeyUsage(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON { // {"rows": {"facts": {"": 3, "k2": 40}, …}}: table, key id ('' = clear text), rows
-				return printValue(cmd.OutOrStdout(), struct{ Rows any }{u})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TABLE\tKEY ID\tROWS")
-			for _, t := range []string{"evidence", "facts", "events"} {
-				var ids []string
-				for id := range u[t] {
-					ids = append(ids, id)
+			return withStore(cmd, func(st *storage.Store) error {
+				u, err := st.KeyUsage(cmd.Context())
+				if err != nil {
+					return err
 				}
-				sort.Strings(ids)
-				for _, id := range ids {
-					label := id
-					if label == "" {
-						label = "(clear)"
+				// JSON: {"rows": {"facts": {"": 3, "k2": 40}, …}}: table, key id ('' = clear text), rows
+				return printRecords(cmd.OutOrStdout(), asJSON, struct{ Rows any }{u}, "TABLE\tKEY ID\tROWS", func(tw io.Writer) {
+					for _, t := range []string{"evidence", "facts", "events"} {
+						var ids []string
+						for id := range u[t] {
+							ids = append(ids, id)
+						}
+						sort.Strings(ids)
+						for _, id := range ids {
+							label := id
+							if label == "" {
+								label = "(clear)"
+							}
+							fmt.Fprintf(tw, "%s\t%s\t%d\n", t, label, u[t][id])
+						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\n", t, label, u[t][id])
-				}
-			}
-			return tw.Flush()
+				})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the row counts per table and key id as JSON")

@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/schema"
+	"github.com/engramhq/engram/storage"
 )
 
 // schemaSuggestCmd is `engram schema suggest`: attributes and predicates the
@@ -29,24 +30,17 @@ func schemaSuggestCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--window: %q is not a duration such as 720h", window)
 			}
-			st, err := openStore(cmd)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			out, err := lifecycle.SuggestSchemaChanges(cmd.Context(), st, schema.Builtins, tenant, time.Now().Add(-d), minCount)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printValue(cmd.OutOrStdout(), out)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCHEMA\tKIND\tPREDICATE\tATTRIBUTE\tCOUNT\tEXAMPLES")
-			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Schema, s.Kind, s.Predicate, s.Attribute, s.Count, strings.Join(s.Examples, " | "))
-			}
-			return tw.Flush()
+			return withStore(cmd, func(st *storage.Store) error {
+				out, err := lifecycle.SuggestSchemaChanges(cmd.Context(), st, schema.Builtins, tenant, time.Now().Add(-d), minCount)
+				if err != nil {
+					return err
+				}
+				return printRecords(cmd.OutOrStdout(), asJSON, out, "SCHEMA\tKIND\tPREDICATE\tATTRIBUTE\tCOUNT\tEXAMPLES", func(tw io.Writer) {
+					for _, s := range out {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Schema, s.Kind, s.Predicate, s.Attribute, s.Count, strings.Join(s.Examples, " | "))
+					}
+				})
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "one tenant (default: every tenant)")

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -31,18 +31,14 @@ func migrateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printValue(out, struct{ Applied, Pending []string }{nonNil(applied), nonNil(pending)})
-				}
-				tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-				fmt.Fprintln(tw, "MIGRATION\tSTATE")
-				for _, m := range applied {
-					fmt.Fprintf(tw, "%s\tapplied\n", m)
-				}
-				for _, m := range pending {
-					fmt.Fprintf(tw, "%s\tpending\n", m)
-				}
-				return tw.Flush()
+				return printRecords(out, asJSON, struct{ Applied, Pending []string }{nonNil(applied), nonNil(pending)}, "MIGRATION\tSTATE", func(tw io.Writer) {
+					for _, m := range applied {
+						fmt.Fprintf(tw, "%s\tapplied\n", m)
+					}
+					for _, m := range pending {
+						fmt.Fprintf(tw, "%s\tpending\n", m)
+					}
+				})
 			}
 			names, err := st.Migrate(cmd.Context())
 			if err != nil {

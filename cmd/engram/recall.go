@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -47,22 +48,13 @@ func recallCmd() *cobra.Command {
 				return err
 			}
 			req.K, req.TokenBudget = int32(k), int32(budget)
-			c, err := o.dial()
+			res, err := call(cmd, &o, recallFields, func(ctx context.Context, c *conn) (*engramv1.RecallResponse, error) {
+				return c.Recall(ctx, &req)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			res, err := c.Recall(ctx, &req)
-			if err != nil {
-				return c.apiErr(err, recallFields)
-			}
-			out := cmd.OutOrStdout()
-			if o.asJSON {
-				return printJSON(out, res)
-			}
-			printRecall(out, res)
-			return nil
+			return o.show(cmd, res, func(out io.Writer) error { return printRecall(out, res) })
 		},
 	}
 	f := cmd.Flags()
@@ -81,7 +73,7 @@ func recallCmd() *cobra.Command {
 }
 
 // printRecall prints the context sections, then the ranked table.
-func printRecall(out io.Writer, res *engramv1.RecallResponse) {
+func printRecall(out io.Writer, res *engramv1.RecallResponse) error {
 	fmt.Fprintf(out, "context as of %s (%d tokens)\n", tsText(res.AsOf), res.Tokens)
 	if len(res.Sections) == 0 {
 		fmt.Fprintln(out, "\n(nothing to remember)")
@@ -93,7 +85,7 @@ func printRecall(out io.Writer, res *engramv1.RecallResponse) {
 		}
 	}
 	if len(res.Items) == 0 {
-		return
+		return nil
 	}
 	fmt.Fprintln(out)
 	tw := table(out)
@@ -106,5 +98,5 @@ func printRecall(out io.Writer, res *engramv1.RecallResponse) {
 		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\n", i+1, it.Kind, it.Score, scopeText(it.Scope), typ,
 			clip(it.Content, 48), strings.Join(it.Retrievers, ","), clip(it.Why, 60))
 	}
-	_ = tw.Flush()
+	return tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -42,22 +43,15 @@ func reviewListCmd() *cobra.Command {
 			if err := checkRange(cmd, "limit", limit, 1, 1000, ""); err != nil {
 				return err
 			}
-			c, err := o.dial()
+			pending, err := call(cmd, &o, reviewFields, func(ctx context.Context, c *conn) ([]*engramv1.PendingReview, error) {
+				return c.ListPending(ctx, user, limit)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			pending, err := c.ListPending(ctx, user, limit)
-			if err != nil {
-				return c.apiErr(err, reviewFields)
-			}
-			out := cmd.OutOrStdout()
-			if o.asJSON {
-				return printJSON(out, &engramv1.ListPendingResponse{Pending: pending})
-			}
-			printPendingTable(out, pending)
-			return nil
+			return o.show(cmd, &engramv1.ListPendingResponse{Pending: pending}, func(out io.Writer) error {
+				return printPendingTable(out, pending)
+			})
 		},
 	}
 	o.register(cmd.Flags())
@@ -66,10 +60,10 @@ func reviewListCmd() *cobra.Command {
 	return cmd
 }
 
-func printPendingTable(out io.Writer, pending []*engramv1.PendingReview) {
+func printPendingTable(out io.Writer, pending []*engramv1.PendingReview) error {
 	if len(pending) == 0 {
 		fmt.Fprintln(out, "nothing awaits review")
-		return
+		return nil
 	}
 	tw := table(out)
 	fmt.Fprintln(tw, "CANDIDATE\tUSER\tSCOPE\tTYPE\tORIGIN\tCONF\tSAID\tCONTENT\tWHY REVIEW\tSINCE")
@@ -80,7 +74,7 @@ func printPendingTable(out io.Writer, pending []*engramv1.PendingReview) {
 			strings.ToLower(enumName(p.MemoryType.String(), "MEMORY_TYPE_")), strings.ToLower(enumName(p.Origin.String(), "ORIGIN_")),
 			p.Confidence, 1+len(p.IdenticalCandidateIds), clip(p.Content, 40), clip(p.Reason, 50), tsText(p.CreatedAt))
 	}
-	_ = tw.Flush()
+	return tw.Flush()
 }
 
 func decideCmd(verb string, d engramv1.Decision) *cobra.Command {
@@ -112,40 +106,17 @@ func decideCmd(verb string, d engramv1.Decision) *cobra.Command {
 			if waitTimeout < 0 || waitTimeout > maxWait {
 				return badFlag("wait-timeout", "%s is outside [0, %s]", waitTimeout, maxWait)
 			}
-			c, err := o.dial()
+			req := &engramv1.DecideRequest{CandidateId: id, Decision: d, EditedValue: value, Note: note, Wait: wait, WaitTimeout: durationOrNil(waitTimeout)}
+			res, err := call(cmd, &o, reviewFields, func(ctx context.Context, c *conn) (*engramv1.DecideResponse, error) {
+				return c.Decide(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			res, err := c.Decide(ctx, &engramv1.DecideRequest{CandidateId: id, Decision: d, EditedValue: value, Note: note, Wait: wait, WaitTimeout: durationOrNil(waitTimeout)})
-			if err != nil {
-				return c.apiErr(err, reviewFields)
-			}
-			out := cmd.OutOrStdout()
-			if o.asJSON {
-				return printJSON(out, res)
-			}
-			fmt.Fprintf(out, "%s %s: %s", verb, id, enumName(res.Status.String(), "CANDIDATE_STATUS_"))
-			switch {
-			case res.Committed:
-				fmt.Fprintf(out, ", committed")
-				if res.FactId != "" {
-					fmt.Fprintf(out, " (fact %s)", res.FactId)
-				}
-			case res.OthersPending > 0:
-				fmt.Fprintf(out, "; commits once %d other candidate(s) of the same write are decided", res.OthersPending)
-			default:
-				fmt.Fprintf(out, ", not committed yet")
-			}
-			if len(res.AlsoDecided) > 0 {
-				fmt.Fprintf(out, "; also decided %d identical candidate(s)", len(res.AlsoDecided))
-			}
-			fmt.Fprintln(out)
-			if res.Reason != "" {
-				fmt.Fprintf(out, "reason: %s\n", res.Reason)
-			}
-			return nil
+			return o.show(cmd, res, func(out io.Writer) error {
+				printDecided(out, verb, id, res)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -157,4 +128,27 @@ func decideCmd(verb string, d engramv1.Decision) *cobra.Command {
 	f.BoolVar(&wait, "wait", true, "wait until the decision is committed")
 	f.DurationVar(&waitTimeout, "wait-timeout", 0, "how long --wait may block (default 30s, at least 10ms, at most 5m)")
 	return cmd
+}
+
+// printDecided says what a decision did: the candidate's status, whether it committed.
+func printDecided(out io.Writer, verb, id string, res *engramv1.DecideResponse) {
+	fmt.Fprintf(out, "%s %s: %s", verb, id, enumName(res.Status.String(), "CANDIDATE_STATUS_"))
+	switch {
+	case res.Committed:
+		fmt.Fprintf(out, ", committed")
+		if res.FactId != "" {
+			fmt.Fprintf(out, " (fact %s)", res.FactId)
+		}
+	case res.OthersPending > 0:
+		fmt.Fprintf(out, "; commits once %d other candidate(s) of the same write are decided", res.OthersPending)
+	default:
+		fmt.Fprintf(out, ", not committed yet")
+	}
+	if len(res.AlsoDecided) > 0 {
+		fmt.Fprintf(out, "; also decided %d identical candidate(s)", len(res.AlsoDecided))
+	}
+	fmt.Fprintln(out)
+	if res.Reason != "" {
+		fmt.Fprintf(out, "reason: %s\n", res.Reason)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,15 +37,11 @@ func schemaGetCmd() *cobra.Command {
 			if version < 0 {
 				return badFlag("version", "is negative")
 			}
-			c, err := o.dial()
+			res, err := call(cmd, &o, schemaFields, func(ctx context.Context, c *conn) (*engramv1.GetSchemaResponse, error) {
+				return c.GetSchema(ctx, name, version)
+			})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			res, err := c.GetSchema(ctx, name, version)
-			if err != nil {
-				return c.apiErr(err, schemaFields)
 			}
 			out := cmd.OutOrStdout()
 			switch {
@@ -143,21 +140,16 @@ version is that one (0: none stored yet).`,
 				v := int32(expected)
 				req.ExpectedVersion = &v
 			}
-			c, err := o.dial()
+			info, err := call(cmd, &o, schemaFields, func(ctx context.Context, c *conn) (*engramv1.SchemaInfo, error) {
+				return c.PutSchema(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			info, err := c.PutSchema(ctx, req)
-			if err != nil {
-				return c.apiErr(err, schemaFields)
-			}
-			if o.asJSON {
-				return printJSON(cmd.OutOrStdout(), info)
-			}
-			printSchemaInfo(cmd.OutOrStdout(), info)
-			return nil
+			return o.show(cmd, info, func(out io.Writer) error {
+				printSchemaInfo(out, info)
+				return nil
+			})
 		},
 	}
 	o.register(cmd.Flags())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,14 +73,9 @@ func taskStartCmd() *cobra.Command {
 			if timeout > 0 {
 				req.ConfirmationTimeout = durationpb.New(timeout)
 			}
-			c, err := o.dial()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			t, err := c.StartTask(ctx, &req)
-			return printTaskOr(cmd, &o, c, t, err)
+			return showTask(cmd, &o, func(ctx context.Context, c *conn) (*engramv1.Task, error) {
+				return c.StartTask(ctx, &req)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -152,18 +148,14 @@ func taskPlanCmd() *cobra.Command {
 				seen[st.Name] = true
 				plan.Steps = append(plan.Steps, st)
 			}
-			c, err := o.dial()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			t, err := c.UpdateTask(ctx, &engramv1.UpdateTaskRequest{TaskId: args[0], Op: &engramv1.UpdateTaskRequest_Plan{Plan: plan}})
-			if err == nil && ask {
-				t, err = c.UpdateTask(ctx, &engramv1.UpdateTaskRequest{TaskId: args[0], Op: &engramv1.UpdateTaskRequest_RequestConfirmation{
-					RequestConfirmation: &engramv1.RequestConfirmationOp{Reason: reason}}})
-			}
-			return printTaskOr(cmd, &o, c, t, err)
+			return showTask(cmd, &o, func(ctx context.Context, c *conn) (*engramv1.Task, error) {
+				t, err := c.UpdateTask(ctx, &engramv1.UpdateTaskRequest{TaskId: args[0], Op: &engramv1.UpdateTaskRequest_Plan{Plan: plan}})
+				if err == nil && ask {
+					t, err = c.UpdateTask(ctx, &engramv1.UpdateTaskRequest{TaskId: args[0], Op: &engramv1.UpdateTaskRequest_RequestConfirmation{
+						RequestConfirmation: &engramv1.RequestConfirmationOp{Reason: reason}}})
+				}
+				return t, err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -176,76 +168,49 @@ func taskPlanCmd() *cobra.Command {
 }
 
 func taskConfirmCmd() *cobra.Command {
-	var o apiOpts
 	var reject bool
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "confirm TASK_ID [--reject]",
-		Short: "Confirm the plan (EXECUTING), or reject it (CANCELLED)",
-		Args:  positional(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return taskOp(cmd, &o, args, &engramv1.UpdateTaskRequest_Confirm{Confirm: &engramv1.ConfirmOp{Reject: reject, Reason: reason}})
-		},
-	}
-	o.register(cmd.Flags())
+	cmd := taskOpCmd("confirm TASK_ID [--reject]", "Confirm the plan (EXECUTING), or reject it (CANCELLED)", func(req *engramv1.UpdateTaskRequest, reason string) {
+		req.Op = &engramv1.UpdateTaskRequest_Confirm{Confirm: &engramv1.ConfirmOp{Reject: reject, Reason: reason}}
+	})
 	cmd.Flags().BoolVar(&reject, "reject", false, "reject the plan instead")
-	cmd.Flags().StringVar(&reason, "reason", "", "why")
 	return cmd
 }
 
 func taskCompleteCmd() *cobra.Command {
-	var o apiOpts
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "complete TASK_ID",
-		Short: "Finish a task whose steps are all done",
-		Args:  positional(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return taskOp(cmd, &o, args, &engramv1.UpdateTaskRequest_Complete{Complete: &engramv1.CompleteOp{Reason: reason}})
-		},
-	}
-	o.register(cmd.Flags())
-	cmd.Flags().StringVar(&reason, "reason", "", "why")
-	return cmd
+	return taskOpCmd("complete TASK_ID", "Finish a task whose steps are all done", func(req *engramv1.UpdateTaskRequest, reason string) {
+		req.Op = &engramv1.UpdateTaskRequest_Complete{Complete: &engramv1.CompleteOp{Reason: reason}}
+	})
 }
 
 func taskCancelCmd() *cobra.Command {
+	return taskOpCmd("cancel TASK_ID", "Cancel a task with no step in flight", func(req *engramv1.UpdateTaskRequest, reason string) {
+		req.Op = &engramv1.UpdateTaskRequest_Cancel{Cancel: &engramv1.CancelOp{Reason: reason}}
+	})
+}
+
+// taskOpCmd is a command that applies to TASK_ID the operation op sets, with its
+// --reason (confirm, complete, cancel).
+func taskOpCmd(use, short string, op func(req *engramv1.UpdateTaskRequest, reason string)) *cobra.Command {
 	var o apiOpts
 	var reason string
 	cmd := &cobra.Command{
-		Use:   "cancel TASK_ID",
-		Short: "Cancel a task with no step in flight",
+		Use:   use,
+		Short: short,
 		Args:  positional(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return taskOp(cmd, &o, args, &engramv1.UpdateTaskRequest_Cancel{Cancel: &engramv1.CancelOp{Reason: reason}})
+			if err := checkTaskArg(args[0]); err != nil {
+				return err
+			}
+			req := &engramv1.UpdateTaskRequest{TaskId: args[0]}
+			op(req, reason)
+			return showTask(cmd, &o, func(ctx context.Context, c *conn) (*engramv1.Task, error) {
+				return c.UpdateTask(ctx, req)
+			})
 		},
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().StringVar(&reason, "reason", "", "why")
 	return cmd
-}
-
-func taskOp(cmd *cobra.Command, o *apiOpts, args []string, op any) error {
-	if err := checkTaskArg(args[0]); err != nil {
-		return err
-	}
-	req := &engramv1.UpdateTaskRequest{TaskId: args[0]}
-	switch v := op.(type) {
-	case *engramv1.UpdateTaskRequest_Confirm:
-		req.Op = v
-	case *engramv1.UpdateTaskRequest_Complete:
-		req.Op = v
-	case *engramv1.UpdateTaskRequest_Cancel:
-		req.Op = v
-	}
-	c, err := o.dial()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := o.context(cmd)
-	defer cancel()
-	t, err := c.UpdateTask(ctx, req)
-	return printTaskOr(cmd, o, c, t, err)
 }
 
 func taskStepCmd() *cobra.Command {
@@ -264,14 +229,9 @@ func taskStepCmd() *cobra.Command {
 					return badArg("STEP is empty: leave it out to run the next step")
 				}
 			}
-			c, err := o.dial()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			t, err := c.RunStep(ctx, args[0], step)
-			return printTaskOr(cmd, &o, c, t, err)
+			return showTask(cmd, &o, func(ctx context.Context, c *conn) (*engramv1.Task, error) {
+				return c.RunStep(ctx, args[0], step)
+			})
 		},
 	}
 	o.register(cmd.Flags())
@@ -288,32 +248,25 @@ func taskGetCmd() *cobra.Command {
 			if err := checkTaskArg(args[0]); err != nil {
 				return err
 			}
-			c, err := o.dial()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := o.context(cmd)
-			defer cancel()
-			t, err := c.GetTask(ctx, args[0])
-			return printTaskOr(cmd, &o, c, t, err)
+			return showTask(cmd, &o, func(ctx context.Context, c *conn) (*engramv1.Task, error) {
+				return c.GetTask(ctx, args[0])
+			})
 		},
 	}
 	o.register(cmd.Flags())
 	return cmd
 }
 
-func printTaskOr(cmd *cobra.Command, o *apiOpts, c *conn, t *engramv1.Task, err error) error {
+// showTask runs f (call) and prints the task it answers.
+func showTask(cmd *cobra.Command, o *apiOpts, f func(context.Context, *conn) (*engramv1.Task, error)) error {
+	t, err := call(cmd, o, taskFields, f)
 	if err != nil {
-		return c.apiErr(err, taskFields)
+		return err
 	}
-	if o.asJSON {
-		return printJSON(cmd.OutOrStdout(), t)
-	}
-	printTask(cmd.OutOrStdout(), t)
-	return nil
+	return o.show(cmd, t, func(out io.Writer) error { return printTask(out, t) })
 }
 
-func printTask(out io.Writer, t *engramv1.Task) {
+func printTask(out io.Writer, t *engramv1.Task) error {
 	fmt.Fprintf(out, "task %s (user %s): %s\n", t.TaskId, dash(t.UserId), enumName(t.State.String(), "TASK_STATE_"))
 	if t.Goal != "" {
 		fmt.Fprintf(out, "goal: %s\n", t.Goal)
@@ -357,6 +310,7 @@ func printTask(out io.Writer, t *engramv1.Task) {
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, from, enumName(tr.To.String(), "TASK_STATE_"), tr.Actor, dash(tr.Step), clip(tr.Reason, 70))
 		}
-		_ = tw.Flush()
+		return tw.Flush()
 	}
+	return nil
 }
