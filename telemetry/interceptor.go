@@ -49,16 +49,16 @@ func (a *activityCounter) ExecuteActivity(ctx context.Context, in *interceptor.E
 		if v, ok := res.(write.ValidateResult); ok && err == nil && len(v.Errors) > 0 {
 			a.m.ExtractFailures.WithLabelValues("invalid").Inc()
 		}
+	case "Write":
+		// An in-process extractor runs inside the write's one step: its attempts,
+		// and those that did not validate, count as the steps' would.
+		if r, ok := res.(write.WriteStep); ok && err == nil && r.Result.Attempts > 0 && r.Extract == nil {
+			a.countInProcess(r.Result.Attempts, r.Result.Status != write.WriteUnparsed)
+		}
 	case "FastWrite":
-		// Revision 2: Record's extraction inside the write's one step.
+		// Revision 2's one step (write/legacy.go).
 		if r, ok := res.(write.FastWriteResult); ok && err == nil && r.Done {
 			a.countInProcess(r.Attempts, r.Status != write.WriteUnparsed)
-		}
-	case "Record":
-		// An in-process extractor runs inside Record (write revision 1): its
-		// attempts, and those that did not validate, count as the steps' would.
-		if r, ok := res.(write.RecordResult); ok && err == nil && r.Extracted != nil {
-			a.countInProcess(r.Extracted.Attempts, r.Extracted.Errors == nil)
 		}
 	}
 	return res, err

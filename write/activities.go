@@ -46,7 +46,7 @@ type MemoryActivities struct {
 	Schemas   schema.Source
 	Gov       governance.Config
 	Logger    *slog.Logger
-	// Notices, when set, is told each FastWrite's outcome for a caller of this
+	// Notices, when set, is told each Write's outcome for a caller of this
 	// process waiting on the write (see notice.go); nil tells nobody.
 	Notices *Notices
 
@@ -80,22 +80,17 @@ type RecordInput struct {
 	// Embed: embed the turn and store its vector with it (Revision 1 on), rather
 	// than leave it to an Index step.
 	Embed bool `json:"embed,omitempty"`
-	// ExtractAttempts, when set (Revision 1 on), has Record run an in-process
-	// extractor itself, with validation and up to this many attempts (Extracted):
-	// two steps fewer, and the recent turns and known entities never leave the
-	// worker. An LLM extractor is left to the Extract step.
-	ExtractAttempts int `json:"extract_attempts,omitempty"`
-	// UpdateSession (Revision 1 on): add the turn to its session's working memory
-	// here rather than in an UpdateSession step.
-	UpdateSession bool `json:"update_session,omitempty"`
 }
 
-// Extracted is what Record's in-process extraction made of the event.
+// Extracted is what extraction made of an event.
 type Extracted struct {
 	Candidates []memory.Candidate `json:"candidates,omitempty"`
 	Attempts   int                `json:"attempts"`
 	// Errors are the last attempt's validation errors when no attempt validated.
 	Errors []string `json:"errors,omitempty"`
+	// Unparsed, when set, is why the extractor gave nothing to validate (it stayed
+	// unavailable, or refused): the write keeps the evidence and invents nothing.
+	Unparsed string `json:"-"`
 }
 
 // RecordResult tells the workflow what was stored and what extractors need around it.
@@ -117,13 +112,12 @@ type RecordResult struct {
 	// Indexed: the evidence has its vector (Embed), or there is no embedder; else the
 	// workflow indexes it.
 	Indexed bool `json:"indexed,omitempty"`
-	// Extracted is set when Record extracted (ExtractAttempts and an in-process
-	// extractor); Recent and Known are then left out.
-	Extracted *Extracted `json:"extracted,omitempty"`
-	// SessionUpdated: Record added the turn to its session (UpdateSession), or the
-	// session refused it for good (it belongs to another user: logged, as the step
-	// would); else the workflow runs the UpdateSession step, with its retries.
-	SessionUpdated bool `json:"session_updated,omitempty"`
+	// Extracted and SessionUpdated are what Record did in revisions 1 and 2: it ran
+	// an in-process extractor and updated the session itself. Record no longer does
+	// (Write calls those steps); the fields stay for the histories of those
+	// revisions, whose replays read them (legacy.go).
+	Extracted      *Extracted `json:"extracted,omitempty"`
+	SessionUpdated bool       `json:"session_updated,omitempty"`
 }
 
 // inProcess is an extractor that needs no network call (llm.RuleExtractor).
@@ -139,15 +133,15 @@ func (r RecordResult) Text(e memory.IngestEvent) string {
 
 var evidenceKind = map[string]string{"MESSAGE": "TURN", "TOOL_RESULT": "TOOL_RESULT", "SYSTEM_EVENT": "SYSTEM", "DOCUMENT": "DOCUMENT"}
 
-// Record stores the event and its evidence (idempotent) and gathers recent turns
-// and known entities for the extractor.
+// Record stores the event and its evidence (idempotent, the turn's vector with it
+// when Embed) and gathers recent turns and known entities for the extractor.
 func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ RecordResult, err error) {
 	defer func() {
 		if err != nil && storage.Permanent(err) {
 			err = badWriteInput(err) // e.g. a value Postgres can never store: fail now, with the reason
 		}
 	}()
-	// Record as a step of its own (not inside FastWrite) is a write whose outcome
+	// Record as a step of its own (not inside Write) is a write whose outcome
 	// comes later: a caller of this process waiting on it is told to wait for the
 	// workflow's (see notice.go).
 	defer a.Notices.postNotFinal(ctx, "Record")
@@ -180,22 +174,6 @@ func (a *MemoryActivities) Record(ctx context.Context, in RecordInput) (_ Record
 	}
 	if err := a.extractorContext(ctx, e, evd.ID, &res); err != nil {
 		return res, err
-	}
-	if in.UpdateSession && e.SessionID != "" {
-		res.SessionUpdated = a.sessionInRecord(ctx, e, evd.ID, res.Text(e))
-	}
-	if in.ExtractAttempts > 0 && res.LocalExtract {
-		pe := e
-		if pinned != "" {
-			pe.Schema = pinned
-		}
-		x, err := a.extractValidated(ctx, pe, res, in.ExtractAttempts)
-		if err != nil {
-			// Left to the Extract step, with its retry policy.
-			activity.GetLogger(ctx).Warn("in-process extraction failed; the Extract step will retry it", "error", err)
-		} else {
-			res.Extracted, res.Recent, res.Known = x, nil, nil
-		}
 	}
 	return res, nil
 }
@@ -314,49 +292,6 @@ func (a *MemoryActivities) extractorContext(ctx context.Context, e memory.Ingest
 		res.Known = append(res.Known, memory.EntityRef{Type: en.Type, ID: en.ID, State: en.State})
 	}
 	return nil
-}
-
-// sessionInRecord adds the turn to its session's working memory inside Record and
-// says whether that is settled: a session that cannot take the turn never fails
-// the write (settled); any other failure is left to the UpdateSession step.
-func (a *MemoryActivities) sessionInRecord(ctx context.Context, e memory.IngestEvent, evidenceID, text string) bool {
-	_, err := a.UpdateSession(ctx, SessionTurn(e, evidenceID, text))
-	var ae *temporal.ApplicationError
-	switch {
-	case err == nil:
-		return true
-	case errors.As(err, &ae) && ae.Type() == memory.ErrTypeBadInput:
-		activity.GetLogger(ctx).Warn("session not updated", "error", err)
-		return true
-	default:
-		activity.GetLogger(ctx).Warn("updating the session failed; the UpdateSession step will retry it", "error", err)
-		return false
-	}
-}
-
-// extractValidated runs the extractor and validates its output, feeding the errors
-// back, for up to attempts attempts, as the workflow's Extract and Validate steps do.
-func (a *MemoryActivities) extractValidated(ctx context.Context, e memory.IngestEvent, rec RecordResult, attempts int) (*Extracted, error) {
-	x := &Extracted{}
-	var feedback []string
-	for attempt := 1; attempt <= attempts; attempt++ {
-		x.Attempts = attempt
-		out, err := a.Extract(ctx, ExtractInput{Event: e, Text: rec.Stored, Recent: rec.Recent, Known: rec.Known, Feedback: feedback})
-		if err != nil {
-			return nil, err
-		}
-		v, err := a.Validate(ctx, ValidateInput{TenantID: e.TenantID, Schema: e.Schema, Raw: out.Raw})
-		if err != nil {
-			return nil, err
-		}
-		if len(v.Errors) == 0 {
-			x.Candidates = namedExtractor(v.Candidates, out)
-			return x, nil
-		}
-		feedback = v.Errors
-	}
-	x.Errors = feedback
-	return x, nil
 }
 
 // namedExtractor has every candidate name the extractor that proposed it (an LLM
@@ -1354,69 +1289,11 @@ func (a *MemoryActivities) embedMany(ctx context.Context, texts []string) ([]*pg
 	return out, nil
 }
 
-// FastWrite is the whole of a write that needs no LLM (write revision 2): Record,
-// then, with what Record's in-process extractor made of the turn, the outcome —
-// UNPARSED when no attempt validated, COMMITTED with nothing to remember, or
-// GovernCommit — in one local activity, so a write is one marker in its history and
-// one step of the worker. Every part is idempotent, so a run again after a lost
-// result (a killed worker) returns what the first committed. With an extractor
-// that runs out of process (an LLM) it is Record alone (Done false) and the
-// workflow goes on as in revision 1.
+// FastWrite is the one step of a revision-2 write (legacy.go): Write, answered in
+// the shape that revision reads (asFastWrite).
 func (a *MemoryActivities) FastWrite(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
-	out, err := fastWrite(ctx, in, a.Record, a.GovernCommit, a.MarkEvent)
-	// A caller of this process waiting on the write is told its outcome now, or
-	// that it must wait for the workflow's (see notice.go).
-	if activity.IsActivity(ctx) {
-		if info := activity.GetInfo(ctx); info.WorkflowExecution.ID != "" {
-			n := notice{runID: info.WorkflowExecution.RunID}
-			if err == nil {
-				n.res, n.final = fastOutcome(out)
-			}
-			a.Notices.post(info.WorkflowExecution.ID, n)
-		}
-	}
-	return out, err
-}
-
-// fastWrite is FastWrite over its steps.
-func fastWrite(ctx context.Context, in FastWriteInput,
-	record func(context.Context, RecordInput) (RecordResult, error),
-	governCommit func(context.Context, GovernInput) (GovernCommitResult, error),
-	mark func(context.Context, MarkEventInput) error,
-) (FastWriteResult, error) {
-	var out FastWriteResult
-	rec, err := record(ctx, in.Record)
-	if err != nil {
-		return out, err
-	}
-	out.Record = rec
-	x := rec.Extracted
-	if x == nil {
-		return out, nil
-	}
-	// The workflow needs none of what extraction was given or made once it is done.
-	out.Record.Recent, out.Record.Known, out.Record.Extracted = nil, nil, nil
-	out.Done, out.Attempts = true, x.Attempts
-	ev := in.Record.Event
-	if rec.Schema != "" {
-		ev.Schema = rec.Schema
-	}
-	switch {
-	case len(x.Errors) > 0:
-		out.Status = WriteUnparsed
-		out.Reason = fmt.Sprintf("extraction did not validate after %d attempts: %s", in.ExtractAttempts, strings.Join(x.Errors, "; "))
-		return out, mark(ctx, MarkEventInput{TenantID: ev.TenantID, EventID: rec.EventID, Status: memory.EventUnparsed, Reason: out.Reason})
-	case len(x.Candidates) == 0:
-		out.Status = WriteNoMemory
-		return out, mark(ctx, MarkEventInput{TenantID: ev.TenantID, EventID: rec.EventID, Status: memory.EventCommitted, Reason: "nothing to remember"})
-	}
-	gc, err := governCommit(ctx, GovernInput{Event: ev, EventID: rec.EventID, EvidenceID: rec.EvidenceID,
-		WorkflowID: in.Record.WorkflowID, Candidates: x.Candidates, Embed: true})
-	if err != nil {
-		return out, err
-	}
-	out.Status, out.Governed = WriteCommitted, &gc
-	return out, nil
+	step, err := a.Write(ctx, in.writeInput(true))
+	return asFastWrite(step), err
 }
 
 // FastWriteInput is FastWrite's input: Record's, and the attempts the write allows

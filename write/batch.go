@@ -263,7 +263,7 @@ func reviewBatch(ctx workflow.Context, st steps, tenant string, ws []*written, r
 	}
 	soFar.count()
 	rv.soFar = soFar
-	if err := awaitReview(ctx, tenant, rv, timeout); err != nil {
+	if err := awaitReview(ctx, tenant, rv, timeout, false); err != nil {
 		return 0, err
 	}
 	reviewed := 0

@@ -12,27 +12,26 @@ import (
 
 // In-process answers to Ingest with wait. When this process's worker runs a write
 // it started itself (an eager start: the server handed the first workflow task
-// back with the start's answer), FastWrite tells the waiting caller its outcome
-// the moment it is known, and the caller is answered without the result's long
-// poll, a round trip that cost the Temporal server about 1 ms of CPU per write
-// (a start with its result against a start alone, engram bench write's bare
-// rows). What FastWrite tells is what the workflow returns: fastOutcome builds it
-// as the workflow's fast path does, and the workflow tests check the two agree
-// on every final FastWrite they run. The write is committed in Postgres by then,
-// and a FastWrite run again after a lost result (a killed worker) returns the
-// same. A write that is not
-// final at FastWrite (one waiting for review, one an LLM extracts, one whose
-// FastWrite failed) is answered as before, by the workflow's result or its
+// back with the start's answer), Write tells the waiting caller its outcome the
+// moment it is known, and the caller is answered without the result's long poll,
+// a round trip that cost the Temporal server about 1 ms of CPU per write (a start
+// with its result against a start alone, engram bench write's bare rows). What
+// Write tells is what the workflow returns: its step's Result, which the workflow
+// returns as it is (WriteStep.Final), and the workflow tests check the two agree on
+// every final Write they run. The write is committed in Postgres by then, and a
+// Write run again after a lost result (a killed worker) returns the same. A write
+// that is not final at Write (one waiting for review, one an LLM extracts, one
+// whose Write failed) is answered as before, by the workflow's result or its
 // outcome update.
 
-// notice is what FastWrite tells the caller waiting on its workflow.
+// notice is what Write tells the caller waiting on its workflow.
 type notice struct {
 	runID string
 	final bool // res is the workflow's result
 	res   MemoryWriteResult
 }
 
-// Notices connects the callers waiting on writes to the FastWrite runs of one
+// Notices connects the callers waiting on writes to the Write runs of one
 // process, by workflow id; it also remembers which runs started eagerly there.
 // app.Build makes one and gives it to the Temporal connection (Interceptor), the
 // worker's MemoryActivities and the Ingestor. A nil *Notices tells nobody: every
@@ -113,7 +112,7 @@ func (b *Notices) isEager(id, runID string) bool {
 
 // Interceptor is a gRPC client interceptor for the Temporal connection of a
 // process that runs its own worker: it notes which write starts the server
-// answered with their first workflow task (an eager start), whose FastWrite
+// answered with their first workflow task (an eager start), whose Write
 // therefore runs in this process and answers the caller itself. Without it every
 // Ingest with wait is answered by the workflow's result, as before.
 func (b *Notices) Interceptor() grpc.UnaryClientInterceptor {
@@ -140,17 +139,4 @@ func (b *Notices) postNotFinal(ctx context.Context, step string) {
 	if info := activity.GetInfo(ctx); info.ActivityType.Name == step && info.WorkflowExecution.ID != "" {
 		b.post(info.WorkflowExecution.ID, notice{runID: info.WorkflowExecution.RunID})
 	}
-}
-
-// fastOutcome is the result of a write whose FastWrite returned fw, when fw is
-// final (the workflow returns it as it is), else false.
-func fastOutcome(fw FastWriteResult) (MemoryWriteResult, bool) {
-	if !fw.Done || (fw.Governed != nil && len(fw.Governed.Pending) > 0) {
-		return MemoryWriteResult{}, false
-	}
-	res := MemoryWriteResult{EventID: fw.Record.EventID, EvidenceID: fw.Record.EvidenceID, Status: fw.Status, Reason: fw.Reason, Attempts: fw.Attempts}
-	if fw.Governed != nil {
-		res.Results = append(res.Results, fw.Governed.Committed.Results...)
-	}
-	return res, true
 }

@@ -10,7 +10,7 @@ import (
 
 // A batch writes each user's events in runs (batchRunsChange): one local activity,
 // WriteRun, writes a run of up to MaxRunEvents consecutive events of one user, each
-// as FastWrite would (Record, the in-process extractor, the outcome), in one
+// as Write would (Record, the session, the in-process extractor, the outcome), in one
 // Postgres transaction. Per event the write path runs about ten statements, six of
 // them writes; each committed on its own waits for the WAL to reach the disk, and
 // each was a local activity of the batch's workflow of its own (with the session
@@ -34,7 +34,9 @@ type WriteRunResult struct {
 	Results []FastWriteResult `json:"results"`
 }
 
-// WriteRun writes the run. Statements run in transactions of the run, committed
+// WriteRun writes the run, each event as Write does (without embedding: the batch
+// embeds in chunks), in the shape a batch reads (FastWriteResult). Statements run
+// in transactions of the run, committed
 // before a governance step (which runs in its own, as GovernCommit does) and at the
 // end; every part is idempotent, so a run again after a lost result (a killed
 // worker, a failed commit) returns what the first committed.
@@ -64,11 +66,9 @@ func memoOf(ctx context.Context) *runMemo {
 	return m
 }
 
-// runSteps are what a run is made of: FastWrite's steps, and its transactions.
+// runSteps are what a run is made of: Write's parts, and its transactions.
 type runSteps struct {
-	record       func(context.Context, RecordInput) (RecordResult, error)
-	governCommit func(context.Context, GovernInput) (GovernCommitResult, error)
-	mark         func(context.Context, MarkEventInput) error
+	parts
 	// refuse fails for good when the user is being erased (RefuseDuringErasure).
 	refuse func(ctx context.Context, tenantID, userID string) error
 	// begin starts a transaction: ctx with it, and its end (commit, or else roll back).
@@ -76,7 +76,7 @@ type runSteps struct {
 }
 
 func (a *MemoryActivities) runSteps() runSteps {
-	return runSteps{record: a.Record, governCommit: a.GovernCommit, mark: a.MarkEvent,
+	return runSteps{parts: a.parts(),
 		refuse: func(ctx context.Context, tenantID, userID string) error {
 			return RefuseDuringErasure(ctx, a.Store, tenantID, userID)
 		},
@@ -148,24 +148,25 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 	}
 	committed := 0 // of out.Results, those committed
 	for i, r := range in.Records {
-		r.Embed, r.UpdateSession, r.ExtractAttempts = false, true, in.ExtractAttempts
 		users[[2]string{r.Event.TenantID, r.Event.UserID}] = true
 		governed := false
-		fw, err := fastWrite(tctx, FastWriteInput{Record: r, ExtractAttempts: in.ExtractAttempts}, st.record,
-			func(_ context.Context, g GovernInput) (GovernCommitResult, error) {
-				// Governance reads what the run wrote: commit it first. GovernCommit runs
-				// in transactions of its own.
-				if err := commit(); err != nil {
-					return GovernCommitResult{}, err
-				}
-				committed, governed = len(out.Results), true
-				gc, err := st.governCommit(ctx, g)
-				if err != nil {
-					return gc, err
-				}
-				_, err = begin()
+		p := st.parts
+		p.governCommit = func(_ context.Context, g GovernInput) (GovernCommitResult, error) {
+			// Governance reads what the run wrote: commit it first. GovernCommit runs
+			// in transactions of its own.
+			if err := commit(); err != nil {
+				return GovernCommitResult{}, err
+			}
+			committed, governed = len(out.Results), true
+			gc, err := st.governCommit(ctx, g)
+			if err != nil {
 				return gc, err
-			}, st.mark)
+			}
+			_, err = begin()
+			return gc, err
+		}
+		step, err := writeInProcess(tctx, WriteInput{Event: r.Event, WorkflowID: r.WorkflowID, ExtractAttempts: in.ExtractAttempts}, p)
+		fw := asFastWrite(step)
 		var ae *temporal.ApplicationError
 		switch {
 		case err != nil && errors.As(err, &ae) && ae.NonRetryable():

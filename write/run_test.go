@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 )
 
@@ -20,20 +21,26 @@ type fakeRun struct {
 }
 
 func (f *fakeRun) steps() runSteps {
-	return runSteps{
+	return runSteps{parts: parts{
 		record: func(_ context.Context, in RecordInput) (RecordResult, error) {
 			f.records = append(f.records, in.Event.IdempotencyKey)
-			x := &Extracted{Attempts: 1}
-			if in.Event.Content == "fact" {
-				x.Candidates = []memory.Candidate{{Predicate: "seat"}}
+			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, LocalExtract: true}, nil
+		},
+		// The in-process extractor finds a candidate in a turn that says "fact".
+		extract: func(_ context.Context, in ExtractInput) (llm.ExtractOutput, error) {
+			return llm.ExtractOutput{Raw: in.Event.Content}, nil
+		},
+		validate: func(_ context.Context, in ValidateInput) (ValidateResult, error) {
+			if in.Raw == "fact" {
+				return ValidateResult{Candidates: []memory.Candidate{{Predicate: "seat"}}}, nil
 			}
-			return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Extracted: x}, nil
+			return ValidateResult{}, nil
 		},
 		governCommit: func(_ context.Context, in GovernInput) (GovernCommitResult, error) {
 			f.governs = append(f.governs, in.Event.IdempotencyKey)
 			return GovernCommitResult{}, nil
 		},
-		mark: func(context.Context, MarkEventInput) error { return nil },
+		mark: func(context.Context, MarkEventInput) error { return nil }},
 		refuse: func(_ context.Context, tenant, user string) error {
 			if f.erasing {
 				return temporal.NewNonRetryableApplicationError("being erased", ErrTypeErasureInProgress, nil)

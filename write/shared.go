@@ -70,7 +70,13 @@ type MemoryWriteInput struct {
 //	2: with an in-process extractor the whole write is one local activity
 //	   (FastWrite: Record, then UNPARSED, nothing to remember, or GovernCommit):
 //	   one marker instead of two (bench write at 32 callers: see the README).
-const WriteRevision = 2
+//	3: one shape (workflow.go): the Write local activity runs the write's steps
+//	   in process (Record, the session, an in-process extractor, then the outcome)
+//	   and returns the workflow's own result; what it leaves (an extractor out of
+//	   process, review, a failed side step) runs as those same steps. Record does
+//	   one thing. Revisions 0 to 2 replay through legacy.go, to be deleted once no
+//	   write of theirs can be open (see there).
+const WriteRevision = 3
 
 // Write outcomes.
 const (

@@ -95,11 +95,11 @@ type Waited[R any] struct {
 // its outcome is known (Update-with-Start: no polling), or Running after wait. An
 // error is the workflow's failure, or the service's, or ctx's. With n, the
 // Notices of c's connection and of this process's worker, a write started eagerly
-// here is answered by its own FastWrite (see notice.go); nil waits for the
+// here is answered by its own Write step (see notice.go); nil waits for the
 // workflow's result.
 func StartAndWait(ctx context.Context, c client.Client, n *Notices, taskQueue string, in MemoryWriteInput, wait time.Duration) (Waited[MemoryWriteResult], error) {
 	opts, in := Prepare(taskQueue, in)
-	// Registered before the start: an eager start's FastWrite can finish before
+	// Registered before the start: an eager start's Write can finish before
 	// the start's answer is back (see notice.go).
 	notices, done := n.wait(opts.ID)
 	defer done()
@@ -127,7 +127,7 @@ const startTimeout = 10 * time.Second
 
 // startAndWait starts or joins the workflow and waits for its outcome. early,
 // when not nil, may answer a run this call started before the workflow's result
-// is asked for (a write's own FastWrite, see notice.go).
+// is asked for (a write's own Write step, see notice.go).
 //
 // The wait bounds only the waiting: the start runs to its end (at most
 // startTimeout) even when the wait or the caller ends first, so a started write
@@ -181,12 +181,12 @@ func waitOver(wctx context.Context) bool {
 }
 
 // noticeWait bounds how long a caller waits for the notice of a write started
-// eagerly here. Every such write posts one (FastWrite, or Record as a step of its
+// eagerly here. Every such write posts one (Write, FastWrite, or Record as a step of its
 // own) unless its worker dies, which is this process; the bound only keeps an
 // unforeseen path from holding the caller longer than that.
 const noticeWait = 5 * time.Second
 
-// awaitNotice waits for what this process's FastWrite of run runID says: its
+// awaitNotice waits for what this process's Write of run runID says: its
 // final result, or that the workflow's must be waited for (false, as after
 // noticeWait or ctx's end).
 func awaitNotice(ctx context.Context, notices <-chan notice, runID string) (MemoryWriteResult, bool) {

@@ -58,18 +58,19 @@ type writeHarness struct {
 	// Commit stores the facts' vectors but those of factsUnembedded.
 	turnUnembedded  bool
 	factsUnembedded []string
-	// recordExtracts is what Record returns as Extracted when asked to extract.
+	// recordExtracts, when set, makes the extractor in-process (Record says
+	// LocalExtract), and is what its attempts in Write make of the turn.
 	recordExtracts *Extracted
 	recordErr      error // what Record fails with
-	// fast is what each FastWrite returned: run checks that a final one is
-	// what the workflow returns (fastOutcome, the in-process answer).
-	fast         []FastWriteResult
-	finalChecked int // runs whose result fastOutcome matched
+	// steps is what each Write returned: run checks that a final one's Result is
+	// what the workflow returns (the in-process answer, notice.go).
+	steps        []WriteStep
+	finalChecked int // runs whose result a final Write step matched
 	// governItems is what Govern decides (governAlways); GovernCommit (revision 1)
 	// governs with it, or fails with governErr, and commits through the Commit mock.
 	governItems []Governed
 	governErr   error
-	// sessionUnupdated: Record (revision 1) leaves the session to its step.
+	// sessionUnupdated: the session's update in Write fails (left to its step).
 	sessionUnupdated bool
 }
 
@@ -96,18 +97,18 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		if h.recordErr != nil {
 			return RecordResult{}, h.recordErr
 		}
-		return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded, Extracted: h.extractedBy(in),
-			SessionUpdated: in.UpdateSession && in.Event.SessionID != "" && !h.sessionUnupdated}, nil
+		return RecordResult{EventID: "ev-" + in.Event.IdempotencyKey, EvidenceID: "evd-" + in.Event.IdempotencyKey, Created: true, Indexed: in.Embed && !h.turnUnembedded,
+			LocalExtract: h.recordExtracts != nil}, nil
 	}
 	h.env.OnActivity(wa.Record, mock.Anything, mock.Anything).Return(record)
 	h.env.OnActivity(wa.Commit, mock.Anything, mock.Anything).Return(h.commit)
-	h.env.OnActivity(wa.UpdateSession, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in UpdateSessionInput) (UpdateSessionResult, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.log = append(h.log, "session:"+in.Turn.EvidenceID)
-			return UpdateSessionResult{Appended: true, TurnCount: 1}, nil
-		})
+	session := func(_ context.Context, in UpdateSessionInput) (UpdateSessionResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.log = append(h.log, "session:"+in.Turn.EvidenceID)
+		return UpdateSessionResult{Appended: true, TurnCount: 1}, nil
+	}
+	h.env.OnActivity(wa.UpdateSession, mock.Anything, mock.Anything).Return(session)
 	governCommit := func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
 		h.mu.Lock()
 		h.governs = append(h.governs, in)
@@ -152,13 +153,31 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		return nil
 	}
 	h.env.OnActivity(wa.MarkEvent, mock.Anything, mock.Anything).Return(mark)
-	// Revision 2's one step is the harness's own steps in a row.
+	// Write (and the FastWrite and WriteRun of older shapes) are the harness's own
+	// steps in a row.
+	p := parts{record: record, governCommit: governCommit, mark: mark,
+		session: func(ctx context.Context, in UpdateSessionInput) (UpdateSessionResult, error) {
+			if h.sessionUnupdated {
+				return UpdateSessionResult{}, errors.New("the session's row is locked")
+			}
+			return session(ctx, in)
+		}}
+	p.extract, p.validate = h.inProcessExtractor()
+	h.env.OnActivity(wa.Write, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in WriteInput) (WriteStep, error) {
+			h.note("write")
+			step, err := writeInProcess(ctx, in, p)
+			if err == nil {
+				h.mu.Lock()
+				h.steps = append(h.steps, step)
+				h.mu.Unlock()
+			}
+			return step, err
+		})
 	h.env.OnActivity(wa.WriteRun, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in WriteRunInput) (WriteRunResult, error) {
-			h.mu.Lock()
-			h.log = append(h.log, fmt.Sprintf("run:%d", len(in.Records)))
-			h.mu.Unlock()
-			return writeRun(ctx, in, runSteps{record: record, governCommit: governCommit, mark: mark,
+			h.note(fmt.Sprintf("run:%d", len(in.Records)))
+			return writeRun(ctx, in, runSteps{parts: p,
 				refuse: func(context.Context, string, string) error { return nil },
 				begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
 					return ctx, func(bool) error { return nil }, nil
@@ -166,16 +185,9 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		})
 	h.env.OnActivity(wa.FastWrite, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
-			h.mu.Lock()
-			h.log = append(h.log, "fast")
-			h.mu.Unlock()
-			out, err := fastWrite(ctx, in, record, governCommit, mark)
-			if err == nil {
-				h.mu.Lock()
-				h.fast = append(h.fast, out)
-				h.mu.Unlock()
-			}
-			return out, err
+			h.note("fast")
+			step, err := writeInProcess(ctx, in.writeInput(true), p)
+			return asFastWrite(step), err
 		})
 	h.env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in MarkFailedInput) (int, error) {
@@ -204,11 +216,31 @@ func newWriteHarness(t *testing.T) *writeHarness {
 	return h
 }
 
-func (h *writeHarness) extractedBy(in RecordInput) *Extracted {
-	if in.ExtractAttempts == 0 {
-		return nil
+// inProcessExtractor is the in-process extractor Write runs: attempt after attempt
+// does not validate until recordExtracts' last, which gives its candidates, or its
+// errors.
+func (h *writeHarness) inProcessExtractor() (func(context.Context, ExtractInput) (llm.ExtractOutput, error), func(context.Context, ValidateInput) (ValidateResult, error)) {
+	attempt := 0
+	extract := func(context.Context, ExtractInput) (llm.ExtractOutput, error) {
+		attempt++
+		return llm.ExtractOutput{Raw: fmt.Sprintf("attempt %d", attempt), Extractor: "fake", Version: "1"}, nil
 	}
-	return h.recordExtracts
+	validate := func(context.Context, ValidateInput) (ValidateResult, error) {
+		x := h.recordExtracts
+		if attempt < x.Attempts || len(x.Errors) > 0 {
+			return ValidateResult{Errors: orTryAgain(x.Errors)}, nil
+		}
+		attempt = 0
+		return ValidateResult{Candidates: x.Candidates}, nil
+	}
+	return extract, validate
+}
+
+func orTryAgain(errs []string) []string {
+	if len(errs) == 0 {
+		return []string{"try again"}
+	}
+	return slices.Clone(errs)
 }
 
 // commit is the Commit mock: ACCEPTED items become facts; a verdict decides a reviewed one.
@@ -334,11 +366,11 @@ func (h *writeHarness) run(in MemoryWriteInput) MemoryWriteResult {
 	require.NoError(h.t, h.env.GetWorkflowResult(&res))
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n := len(h.fast); n > 0 {
-		if told, final := fastOutcome(h.fast[n-1]); final {
+	if n := len(h.steps); n > 0 {
+		if last := h.steps[n-1]; last.Final() {
 			want, _ := json.Marshal(res)
-			got, _ := json.Marshal(told)
-			require.JSONEq(h.t, string(want), string(got), "what FastWrite tells a waiting caller is the workflow's result")
+			got, _ := json.Marshal(last.Result)
+			require.JSONEq(h.t, string(want), string(got), "what Write tells a waiting caller is the workflow's result")
 			h.finalChecked++
 		}
 	}
@@ -1228,7 +1260,7 @@ func TestMemoryWriteRevisionSetsAttributesAtStart(t *testing.T) {
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
 	// Record and Commit stored the vectors: no Index step.
-	assert.Equal(t, []string{"fast", "record:k1", "extract", "validate", "govern:k1", "commit"}, h.log)
+	assert.Equal(t, []string{"write", "record:k1", "extract", "validate", "govern:k1", "commit"}, h.log)
 	assert.True(t, h.records[0].Embed)
 	assert.True(t, h.commits[0].Embed)
 	assert.Empty(t, h.review, "no search attribute upsert on a write that needs no review")
@@ -1299,19 +1331,19 @@ func TestMemoryWriteNewerRevisionIsNotRun(t *testing.T) {
 	assert.Empty(t, h.records)
 }
 
-// Revision 1 with an in-process extractor: Record extracts and validates, so the
-// write has no Extract or Validate step; a Record whose extraction never validated
-// makes the event UNPARSED with the errors, as the steps did.
-func TestMemoryWriteRecordExtracts(t *testing.T) {
+// Revision 3 with an in-process extractor: Write records, extracts, validates and
+// settles the write in one step, whose result is the workflow's; one whose
+// extraction never validated makes the event UNPARSED with the errors, as the steps
+// did. With an extractor out of process the steps run.
+func TestMemoryWriteInOneStep(t *testing.T) {
 	_, in := Prepare("q", writeInput())
 	h := newWriteHarness(t)
 	h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
 	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
 	res := h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
-	assert.Equal(t, []string{"fast", "record:k1", "govern:k1", "commit"}, h.log, "revision 2: one step")
-	assert.Equal(t, 1, h.finalChecked, "FastWrite's answer was checked against the result")
-	assert.Equal(t, 3, h.records[0].ExtractAttempts)
+	assert.Equal(t, []string{"write", "record:k1", "govern:k1", "commit"}, h.log, "one step")
+	assert.Equal(t, 1, h.finalChecked, "Write's answer was checked against the result")
 	assert.Equal(t, []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}, h.governs[0].Candidates)
 
 	h = newWriteHarness(t)
@@ -1324,51 +1356,58 @@ func TestMemoryWriteRecordExtracts(t *testing.T) {
 	assert.Equal(t, memory.EventUnparsed, h.marks[0].Status)
 	assert.Equal(t, 1, h.finalChecked)
 
-	// Nothing extracted by Record (an LLM extractor): the steps run.
+	// An extractor out of process (an LLM): the steps run after Write.
 	h = newWriteHarness(t)
 	h.extractAlways()
 	h.validateAlways()
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
-	assert.Equal(t, []string{"fast", "record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
-	assert.Zero(t, h.finalChecked, "FastWrite was not final: the caller waits for the workflow")
+	assert.Equal(t, []string{"write", "record:k1", "extract", "validate", "mark:COMMITTED"}, h.log)
+	assert.Zero(t, h.finalChecked, "Write was not final: the caller waits for the workflow")
 
-	// Revision 2 ends in its one step: nothing to remember, or UNPARSED.
+	// Nothing to remember ends in the one step.
 	h = newWriteHarness(t)
 	h.recordExtracts = &Extracted{Attempts: 1}
 	res = h.run(in)
 	assert.Equal(t, WriteNoMemory, res.Status)
-	assert.Equal(t, []string{"fast", "record:k1", "mark:COMMITTED"}, h.log)
+	assert.Equal(t, []string{"write", "record:k1", "mark:COMMITTED"}, h.log)
 	assert.Equal(t, 1, h.finalChecked)
 
-	// Revision 1 runs Record and GovernCommit as two steps, as its histories did.
-	in1 := in
-	in1.Revision = 1
+	// A candidate for a reviewer: Write governs and commits the rest, the workflow
+	// waits, then commits the reviewed one; its answer is not final.
 	h = newWriteHarness(t)
 	h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
-	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
-	res = h.run(in1)
+	h.governAlways(governed("c1", memory.CandidateAccepted, "reject"), governed("c-rev", memory.CandidateNeedsConfirmation, "reject"))
+	h.signal(time.Hour, ReviewRequest{CandidateID: "c-rev", Verdict: governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}})
+	res = h.run(in)
 	assert.Equal(t, WriteCommitted, res.Status)
-	assert.Equal(t, []string{"record:k1", "govern:k1", "commit"}, h.log)
+	assert.Equal(t, []string{"write", "record:k1", "govern:k1", "commit", "commit"}, withoutMarks(h.log))
+	require.Len(t, res.Results, 2)
+	assert.Equal(t, "alice", res.Results[1].Reviewer)
+	assert.Zero(t, h.finalChecked)
+	assert.Equal(t, []string{ReviewPending, ReviewDone}, h.review)
 }
 
-// Revision 1: Record adds the turn to its session; the UpdateSession step runs
-// only when Record could not (a transient failure, retried by the step), and a
-// revision-0 write keeps its step.
-func TestMemoryWriteRecordUpdatesTheSession(t *testing.T) {
+// withoutMarks drops what the review wait records beside the steps.
+func withoutMarks(log []string) []string {
+	return slices.DeleteFunc(slices.Clone(log), func(l string) bool { return l == "timer" })
+}
+
+// The session is updated inside Write; the UpdateSession step runs only when that
+// failed in a way a retry may fix, and a revision-0 write keeps its step.
+func TestMemoryWriteUpdatesTheSession(t *testing.T) {
 	in := writeInput()
 	in.Event.SessionID = "s1"
 	_, rin := Prepare("q", in)
 	for _, tc := range []struct {
-		name       string
-		in         MemoryWriteInput
-		unupdated  bool
-		wantRecord bool
-		wantStep   bool
+		name      string
+		in        MemoryWriteInput
+		unupdated bool
+		wantSteps int // session updates logged: in Write and as a step
 	}{
-		{"revision 1", rin, false, true, false},
-		{"revision 1, Record could not", rin, true, true, true},
-		{"revision 0", in, false, false, true},
+		{"revision 3", rin, false, 1},
+		{"revision 3, Write could not", rin, true, 1},
+		{"revision 0", in, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newWriteHarness(t)
@@ -1376,8 +1415,76 @@ func TestMemoryWriteRecordUpdatesTheSession(t *testing.T) {
 			h.extractAlways()
 			h.validateAlways()
 			h.run(tc.in)
-			assert.Equal(t, tc.wantRecord, h.records[0].UpdateSession)
-			assert.Equal(t, tc.wantStep, slices.Contains(h.log, "session:evd-k1"), "log %v", h.log)
+			n := 0
+			for _, l := range h.log {
+				if l == "session:evd-k1" {
+					n++
+				}
+			}
+			assert.Equal(t, tc.wantSteps, n, "log %v", h.log)
+			if tc.in.Revision == 3 {
+				assert.Equal(t, "write", h.log[0])
+				if !tc.unupdated {
+					assert.Equal(t, "session:evd-k1", h.log[2], "in Write, after Record: %v", h.log)
+				}
+			}
 		})
 	}
+}
+
+// Revision 3 with PauseBeforeCommit: Write holds the candidates, the workflow
+// governs, pauses on a durable timer, then commits (the crash tests kill the worker
+// in the pause), whether the extractor runs in process or not.
+func TestMemoryWriteHeldPausesBeforeCommit(t *testing.T) {
+	_, in := Prepare("q", writeInput())
+	in.PauseBeforeCommit = 10 * time.Minute
+	for _, inProcess := range []bool{true, false} {
+		h := newWriteHarness(t)
+		if inProcess {
+			h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
+		} else {
+			h.extractAlways()
+			h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+		}
+		h.governAlways(governed("c1", memory.CandidateAccepted, "reject"))
+		res := h.run(in)
+		assert.Equal(t, WriteCommitted, res.Status)
+		want := []string{"write", "record:k1", "govern:k1", "timer", "commit"}
+		if !inProcess {
+			want = []string{"write", "record:k1", "extract", "validate", "govern:k1", "timer", "commit"}
+		}
+		assert.Equal(t, want, h.log)
+		require.Len(t, h.commitAt, 1)
+		assert.GreaterOrEqual(t, h.commitAt[0].Sub(h.started), 10*time.Minute)
+		assert.Zero(t, h.finalChecked, "a held Write is not final")
+	}
+}
+
+// Revision 3: a write that fails marks its event FAILED, by key when Write failed
+// (by id when a step after it did: TestMemoryWriteRevisionSetsAttributesAtStart);
+// a key reused for another event marks nothing.
+func TestMemoryWriteInOneStepMarksFailures(t *testing.T) {
+	_, in := Prepare("q", writeInput())
+	h := newWriteHarness(t)
+	h.recordExtracts = &Extracted{Attempts: 1, Candidates: []memory.Candidate{cand("seat", "aisle", memory.OriginStated)}}
+	h.governErr = temporal.NewNonRetryableApplicationError("memory_key: too long for an index row", memory.ErrTypeBadInput, nil)
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	require.Len(t, h.failed, 1)
+	assert.Empty(t, h.failed[0].EventIDs, "Write failed as a whole: its result, and the event's id, are not known")
+	assert.Equal(t, []string{"k1"}, h.failed[0].Keys)
+	assert.Contains(t, h.failed[0].Reason, "memory_key: too long for an index row")
+
+	h = newWriteHarness(t)
+	h.recordErr = temporal.NewNonRetryableApplicationError("locator: contains a NUL byte", memory.ErrTypeBadInput, nil)
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	require.Len(t, h.failed, 1)
+	assert.Equal(t, []string{"k1"}, h.failed[0].Keys)
+
+	h = newWriteHarness(t)
+	h.recordErr = temporal.NewNonRetryableApplicationError("key reused", ErrTypeIdempotencyConflict, nil)
+	h.env.ExecuteWorkflow(MemoryWrite, in)
+	require.Error(t, h.env.GetWorkflowError())
+	assert.Empty(t, h.failed)
 }

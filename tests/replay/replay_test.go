@@ -33,7 +33,9 @@ var histories = []string{
 	"memorywrite_fast_rev0.json",
 	"memorywrite_review_rev1.json", // Revision 1: no version markers, no search attributes at start
 	"memorywrite_fast_rev1.json",
-	"memorywrite_review.json", // Revision 2: an in-process extraction's write is one local activity
+	"memorywrite_review_rev2.json", // Revision 2: an in-process extraction's write is one local activity
+	"memorywrite_fast_rev2.json",
+	"memorywrite_review.json", // Revision 3: one shape (Write, then what it left as steps)
 	"memorywrite_fast.json",
 	"memorywrite_review_late.json",        // issue 28: a late statement's split (Trim, Reopen) waits for review
 	"memorywritebatch_fast_unsliced.json", // before batch-slices: the whole batch in one workflow task

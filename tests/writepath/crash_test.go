@@ -104,8 +104,8 @@ func TestCrashBetweenGovernAndCommit(t *testing.T) {
 	e.checkOneWrite("t1", res)
 
 	h := history(t, e.c, run.GetID(), run.GetRunID())
-	assert.Equal(t, 1, activitySummary(h, "Record").scheduled)
-	assert.Equal(t, 0, activitySummary(h, "Extract").scheduled, "Record ran the in-process extractor")
+	assert.Equal(t, 1, activitySummary(h, "Write").scheduled)
+	assert.Equal(t, 0, activitySummary(h, "Extract").scheduled, "Write ran the in-process extractor")
 	assert.Equal(t, 1, activitySummary(h, "Govern").scheduled)
 	assert.Equal(t, 1, activitySummary(h, "Commit").scheduled)
 	assert.Len(t, workflowTaskIdentities(h), 2, "the second worker process finished the run")

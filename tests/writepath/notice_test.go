@@ -25,7 +25,7 @@ import (
 
 // Ingest with wait from a process that runs the worker, its Temporal connection
 // and its write activities sharing one write.Notices (as app.Build sets them): a fast write is
-// answered by its own FastWrite, with exactly the result the workflow returns and
+// answered by its own Write step, with exactly the result the workflow returns and
 // no GetWorkflowExecutionHistory call; a write whose candidate waits for review
 // is still answered pending; the same key again gets the stored result.
 func TestEagerWriteAnsweredInProcess(t *testing.T) {

@@ -67,13 +67,13 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 		assert.Equal(t, want[0], turn.Slice(), "a named speaker's turn is embedded as \"Name: text\", either way")
 	}
 
-	// Record added the turn to its session.
+	// Write added the turn to its session.
 	sess, err := e.st.GetSession(ctx, "t1", ev.SessionID)
 	require.NoError(t, err)
 	require.Len(t, sess.Recent, 1)
 	assert.Equal(t, res.EvidenceID, sess.Recent[0].EvidenceID)
 
-	// The history: one FastWrite (revision 2); no Index, Extract or UpdateSession.
+	// The history: one Write (revision 3); no Index, Extract or UpdateSession.
 	count := func(id string) (local map[string]int) {
 		local = map[string]int{}
 		it := e.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -86,7 +86,7 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 		}
 		return local
 	}
-	assert.Equal(t, 1, count(run.GetID())["any"], "FastWrite: record, govern and commit in one step")
+	assert.Equal(t, 1, count(run.GetID())["any"], "Write: record, govern and commit in one step")
 	assert.Less(t, count(run.GetID())["any"], count(orun.GetID())["any"], "fewer local activities than a revision-0 write")
 }
 
