@@ -159,17 +159,6 @@ func fastConfig() TaskConfig {
 	}
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestTaskIntegrationHappyPath(t *testing.T) {
 	it := newTaskIT(t, true)
 	it.start("trip", fastConfig())
@@ -253,9 +242,9 @@ func TestTaskIntegrationStallReconcilesApplied(t *testing.T) {
 
 	h, err := it.updateHandle("stall", TaskUpdateRunStep, RunStepRequest{Actor: "agent:a1"}, client.WorkflowUpdateStageAccepted)
 	require.NoError(t, err)
-	eventually(t, 20*time.Second, "OUTCOME_UNKNOWN in the query", func() bool { return it.query("stall").State == memory.TaskOutcomeUnknown })
-	eventually(t, 10*time.Second, "OUTCOME_UNKNOWN in Postgres", func() bool { return it.dbTask("stall").State == memory.TaskOutcomeUnknown })
-	eventually(t, 10*time.Second, "a status lookup", func() bool { return it.srv.Lookups(key) >= 2 })
+	testenv.Eventually(t, 20*time.Second, "OUTCOME_UNKNOWN in the query", func() bool { return it.query("stall").State == memory.TaskOutcomeUnknown })
+	testenv.Eventually(t, 10*time.Second, "OUTCOME_UNKNOWN in Postgres", func() bool { return it.dbTask("stall").State == memory.TaskOutcomeUnknown })
+	testenv.Eventually(t, 10*time.Second, "a status lookup", func() bool { return it.srv.Lookups(key) >= 2 })
 	v := it.query("stall")
 	require.Equal(t, StepOutcomeUnknown, v.Steps[0].Status)
 	require.Contains(t, v.LastError, "request sent, no answer")
@@ -359,15 +348,15 @@ func TestTaskIntegrationWorkerKilledDuringOutcomeUnknown(t *testing.T) {
 
 	h, err := it.updateHandle("kill", TaskUpdateRunStep, RunStepRequest{Actor: "agent:a1"}, client.WorkflowUpdateStageAccepted)
 	require.NoError(t, err)
-	eventually(t, 30*time.Second, "OUTCOME_UNKNOWN", func() bool { return it.query("kill").State == memory.TaskOutcomeUnknown })
-	eventually(t, 10*time.Second, "reconcile polling on the first worker", func() bool { return it.srv.Lookups(key) >= 2 })
+	testenv.Eventually(t, 30*time.Second, "OUTCOME_UNKNOWN", func() bool { return it.query("kill").State == memory.TaskOutcomeUnknown })
+	testenv.Eventually(t, 10*time.Second, "reconcile polling on the first worker", func() bool { return it.srv.Lookups(key) >= 2 })
 
 	w1.Kill()
 	lookupsAtKill := it.srv.Lookups(key)
 	require.Equal(t, memory.TaskOutcomeUnknown, it.dbTask("kill").State)
 
 	testenv.StartProcess(t, testenv.WorkerEnv(t, it.dbURL, it.queue, "ENGRAM_ACTION_URL="+it.srv.URL()), bin, "worker")
-	eventually(t, 60*time.Second, "reconcile resumed on the second worker", func() bool { return it.srv.Lookups(key) > lookupsAtKill+1 })
+	testenv.Eventually(t, 60*time.Second, "reconcile resumed on the second worker", func() bool { return it.srv.Lookups(key) > lookupsAtKill+1 })
 	require.Equal(t, memory.TaskOutcomeUnknown, it.query("kill").State)
 	it.srv.HoldStatus(false)
 

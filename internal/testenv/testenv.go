@@ -248,3 +248,23 @@ func TaskQueue(t testing.TB) string {
 	}
 	return "test-" + name + "-" + RandomID(8)
 }
+
+// Eventually fails the test unless cond holds within d (polled every 50 ms).
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Within(d, cond) {
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// Within polls cond every 50 ms until it holds (true) or d has passed (false).
+func Within(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}

@@ -15,12 +15,10 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/lifecycle"
-	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -40,11 +38,6 @@ func newEnv(t *testing.T) *env {
 
 // inProcessWorker runs the write path and the life-cycle workflows in this process.
 func (e *env) inProcessWorker(d lifecycle.Deps) {
-	w := tworker.New(e.c, e.queue, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{
-		Store: e.st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
-	})
 	d.Store = e.st
 	if d.Temporal == nil {
 		d.Temporal = e.c
@@ -53,32 +46,19 @@ func (e *env) inProcessWorker(d lifecycle.Deps) {
 	if d.Embedder == nil {
 		d.Embedder = embedding.NewNGramEmbedder(storage.EmbeddingDim)
 	}
-	lifecycle.Register(w, d)
-	require.NoError(e.t, w.Start())
-	e.t.Cleanup(w.Stop)
+	writetest.Worker(e.t, e.c, e.queue, writetest.Activities(e.st), func(w tworker.Worker) { lifecycle.Register(w, d) })
 }
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEvent {
-	return memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
-}
-
 func (e *env) startWrite(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := write.Start(context.Background(), e.c, e.queue, in)
-	require.NoError(e.t, err)
-	return run
+	return writetest.Start(e.t, e.c, e.queue, in)
 }
 
 func (e *env) write(ev memory.IngestEvent) write.MemoryWriteResult {
 	e.t.Helper()
-	run := e.startWrite(write.MemoryWriteInput{Event: ev})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var res write.MemoryWriteResult
-	require.NoError(e.t, run.Get(ctx, &res))
-	return res
+	return writetest.Wait(e.t, e.startWrite(write.MemoryWriteInput{Event: ev}))
 }
 
 func (e *env) erase(in lifecycle.EraseSubjectInput) client.WorkflowRun {
@@ -86,25 +66,6 @@ func (e *env) erase(in lifecycle.EraseSubjectInput) client.WorkflowRun {
 	run, err := e.c.ExecuteWorkflow(context.Background(), lifecycle.EraseSubjectStartOptions(e.queue, in), lifecycle.EraseSubjectWorkflowName, in)
 	require.NoError(e.t, err)
 	return run
-}
-
-func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	if !within(d, f) {
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-	}
-}
-
-// within polls f every 100 ms until it holds (true) or d has passed (false).
-func within(d time.Duration, f func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if f() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
 }
 
 // tables lists every base table of the database, so a table added later is

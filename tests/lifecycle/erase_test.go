@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/lifecycle"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -37,7 +38,7 @@ func (e *env) seedUser(tenant, user string, shared bool) seeded {
 		{"travel", "预算不超过8000元"},
 		{"travel", "我以后尽量都坐直飞"},
 	} {
-		ev := event(tenant, user, text.schema, text.text, base.Add(time.Duration(i)*time.Hour))
+		ev := writetest.Event(tenant, user, text.schema, text.text, base.Add(time.Duration(i)*time.Hour))
 		r := e.write(ev)
 		require.Equal(e.t, write.WriteCommitted, r.Status, "seed write %d: %+v", i, r)
 		s.writeIDs = append(s.writeIDs, write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey))
@@ -150,17 +151,17 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	run := e.erase(in)
 
 	// While it runs, the write path refuses the user.
-	eventually(t, 20*time.Second, "tombstone RUNNING", func() bool {
+	testenv.Eventually(t, 20*time.Second, "tombstone RUNNING", func() bool {
 		busy, err := e.st.ErasureInProgress(context.Background(), tA, victim)
 		return err == nil && busy
 	})
 	// (Before the first Temporal step is done, a new write may instead be
 	// terminated by it; wait so the refusal comes from the write path itself.)
-	eventually(t, 30*time.Second, "first Temporal step done", func() bool {
+	testenv.Eventually(t, 30*time.Second, "first Temporal step done", func() bool {
 		ts, err := e.st.GetTombstone(context.Background(), subj)
 		return err == nil && contains(ts.StepsDone, lifecycle.EraseStepTemporal)
 	})
-	refused := e.startWrite(write.MemoryWriteInput{Event: event(tA, victim, "travel", "预算不超过9000元", base.Add(48*time.Hour))})
+	refused := e.startWrite(write.MemoryWriteInput{Event: writetest.Event(tA, victim, "travel", "预算不超过9000元", base.Add(48*time.Hour))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err := refused.Get(ctx, nil)
 	cancel()
@@ -168,15 +169,15 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 	assert.Contains(t, err.Error(), write.ErrTypeErasureInProgress)
 	// Its history holds the event's content and its event may be deleted before the
 	// last sweep: the refused write names its subject for that sweep.
-	eventually(t, 30*time.Second, "the refused write visible by its subject", func() bool { return e.subjectWorkflows(subj) >= 1 })
+	testenv.Eventually(t, 30*time.Second, "the refused write visible by its subject", func() bool { return e.subjectWorkflows(subj) >= 1 })
 	sv.writeIDs = append(sv.writeIDs, refused.GetID())
 	// Others still write.
-	assert.Equal(t, write.WriteCommitted, e.write(event(tA, other, "travel", "我以后尽量都坐直飞", base.Add(50*time.Hour))).Status)
+	assert.Equal(t, write.WriteCommitted, e.write(writetest.Event(tA, other, "travel", "我以后尽量都坐直飞", base.Add(50*time.Hour))).Status)
 	otherBefore = e.rowsMentioning(tA, e.needles(tA, other))
 
 	// Kill the worker in the middle of a step: facts are done, evidence links are
 	// being deleted one per batch.
-	eventually(t, 60*time.Second, "erasure in the middle of its steps", func() bool {
+	testenv.Eventually(t, 60*time.Second, "erasure in the middle of its steps", func() bool {
 		ts, err := e.st.GetTombstone(context.Background(), subj)
 		return err == nil && contains(ts.StepsDone, "facts")
 	})
@@ -237,7 +238,7 @@ func TestEraseUserSurvivesWorkerKill(t *testing.T) {
 		assert.ErrorAs(t, err, &nf, "history of %s", id)
 	}
 	// Once done, the user can start again from nothing.
-	assert.Equal(t, write.WriteCommitted, e.write(event(tA, victim, "travel", "我以后尽量都坐直飞", base.Add(72*time.Hour))).Status)
+	assert.Equal(t, write.WriteCommitted, e.write(writetest.Event(tA, victim, "travel", "我以后尽量都坐直飞", base.Add(72*time.Hour))).Status)
 }
 
 type fakeKeyword struct{ calls atomic.Int64 }

@@ -212,11 +212,11 @@ func TestMaintenanceSchedulesForReal(t *testing.T) {
 	for _, n := range []string{"expiry", "consolidate"} {
 		require.NoError(t, e.c.ScheduleClient().GetHandle(ctx, cfg.ScheduleID(n)).Trigger(ctx, client.ScheduleTriggerOptions{}))
 	}
-	eventually(t, 60*time.Second, "fact expired by the scheduled workflow", func() bool {
+	testenv.Eventually(t, 60*time.Second, "fact expired by the scheduled workflow", func() bool {
 		got, err := e.st.GetFact(ctx, "t1", f.ID)
 		return err == nil && got.Status == memory.FactExpired
 	})
-	eventually(t, 60*time.Second, "inquiries consolidated by the scheduled workflow", func() bool {
+	testenv.Eventually(t, 60*time.Second, "inquiries consolidated by the scheduled workflow", func() bool {
 		c, err := e.st.FactCounts(ctx, "t1", "u1")
 		return err == nil && c["SUPERSEDED"] == 6
 	})

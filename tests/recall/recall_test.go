@@ -15,15 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -41,16 +38,9 @@ func newEnv(t *testing.T) *env {
 	st := testenv.Store(t)
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
-	w := tworker.New(c, q, tworker.Options{})
-	emb := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	acts := &write.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: emb,
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
-	}
-	write.Register(w, acts)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	eng := recall.New(st, emb, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogSync})
+	acts := writetest.Activities(st)
+	writetest.Worker(t, c, q, acts)
+	eng := recall.New(st, acts.Embedder, recall.NewPostgresKeyword(st), nil, recall.Options{AccessLog: recall.AccessLogSync})
 	t.Cleanup(func() { _ = eng.Close() })
 	return &env{t: t, st: st, c: c, queue: q, acts: acts, eng: eng}
 }
@@ -68,14 +58,9 @@ func (e *env) write(tenant string, x ev) write.MemoryWriteResult {
 	e.t.Helper()
 	in := memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: x.user, Schema: x.schema,
 		Content: x.text, OccurredAt: x.at, SessionID: x.session, TaskID: x.task}
-	run, err := write.Start(context.Background(), e.c, e.queue, write.MemoryWriteInput{Event: in})
-	require.NoError(e.t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var res write.MemoryWriteResult
-	require.NoError(e.t, run.Get(ctx, &res))
+	res := writetest.Wait(e.t, writetest.Start(e.t, e.c, e.queue, write.MemoryWriteInput{Event: in}))
 	if x.session != "" {
-		_, err := e.acts.UpdateSession(ctx, write.UpdateSessionInput{TenantID: tenant, SessionID: x.session, UserID: x.user,
+		_, err := e.acts.UpdateSession(context.Background(), write.UpdateSessionInput{TenantID: tenant, SessionID: x.session, UserID: x.user,
 			Turn: storage.Turn{EvidenceID: res.EvidenceID, Speaker: "USER:" + x.user, Text: x.text, At: x.at}})
 		require.NoError(e.t, err)
 	}

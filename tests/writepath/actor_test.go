@@ -11,6 +11,7 @@ import (
 
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
@@ -20,7 +21,7 @@ import (
 
 // agentTurn is text the trip's agent said to user in tenant, in the task trip.
 func agentTurn(tenant, user, schemaName, trip, text string, at time.Time) memory.IngestEvent {
-	ev := event(tenant, user, schemaName, text, at)
+	ev := writetest.Event(tenant, user, schemaName, text, at)
 	ev.ActorType, ev.ActorID, ev.TaskID = "AGENT", "trip-agent", trip
 	return ev
 }
@@ -50,7 +51,7 @@ func TestAgentWordsAreEvidenceNotUserFacts(t *testing.T) {
 	ctx := context.Background()
 	tenant, user, trip := "agw-"+testenv.RandomID(6), "u1", "trip-1"
 
-	said := event(tenant, user, "travel", "预算不超过8000元", base)
+	said := writetest.Event(tenant, user, "travel", "预算不超过8000元", base)
 	said.TaskID = trip
 	r := e.write(said)
 	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
@@ -199,7 +200,7 @@ func TestSchemaLetsTheAgentAssertAKey(t *testing.T) {
 func TestLLMAgentTurnIsNotExtracted(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
 	tenant := "agl-" + testenv.RandomID(6)
-	require.Equal(t, write.WriteCommitted, e.write(event(tenant, "u1", "travel", textBudget, base)).Status)
+	require.Equal(t, write.WriteCommitted, e.write(writetest.Event(tenant, "u1", "travel", textBudget, base)).Status)
 	text := "Got it. I remember: budget = 10000 CNY (task scope)."
 	r := e.write(agentTurn(tenant, "u1", "travel", "trip-1", text, base.Add(time.Hour)))
 	assert.Equal(t, write.WriteNoMemory, r.Status, r.Reason)

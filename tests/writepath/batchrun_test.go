@@ -12,13 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
-	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
 
@@ -117,8 +114,7 @@ func TestBatchRunsMatchSingleWrites(t *testing.T) {
 // it answers the same and writes nothing twice.
 func TestWriteRunAgainWritesNothingTwice(t *testing.T) {
 	st := testenv.Store(t)
-	acts := &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig()}
+	acts := writetest.Activities(st)
 	tenant := "run-" + testenv.RandomID(6)
 	evs := runEvents(rand.New(rand.NewPCG(3, 3)), tenant, "k", 30)
 	in := write.WriteRunInput{ExtractAttempts: 3}
@@ -157,11 +153,11 @@ func TestBatchRunStopsAtAnEventThatFails(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
 	ctx := context.Background()
 	tenant := "run-" + testenv.RandomID(6)
-	taken := event(tenant, "ua", "travel", "预算不超过8000元", base)
+	taken := writetest.Event(tenant, "ua", "travel", "预算不超过8000元", base)
 	e.write(taken)
 	var evs []memory.IngestEvent
 	for i, text := range []string{"I prefer an aisle seat", "thanks", "以后预算不超过9000元", "ok", "I prefer a window seat"} {
-		ev := event(tenant, "ua", "travel", text, base.Add(time.Duration(i+1)*time.Minute))
+		ev := writetest.Event(tenant, "ua", "travel", text, base.Add(time.Duration(i+1)*time.Minute))
 		if i == 3 {
 			ev.IdempotencyKey = taken.IdempotencyKey // the key of another event
 		}

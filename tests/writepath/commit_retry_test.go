@@ -7,12 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -26,12 +23,9 @@ import (
 func TestCommitRetriedReturnsTheSameResult(t *testing.T) {
 	ctx := context.Background()
 	st := testenv.Store(t)
-	a := &write.MemoryActivities{
-		Store: st, Extractor: llm.NewRuleExtractor(), Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim),
-		Schemas: schema.Builtins, Gov: governance.DefaultConfig(),
-	}
+	a := writetest.Activities(st)
 	tenant := "commit-" + testenv.RandomID(6)
-	ev := event(tenant, "u1", "travel", "预算不超过8000元", base)
+	ev := writetest.Event(tenant, "u1", "travel", "预算不超过8000元", base)
 	ev.SessionID = ""
 	wfID := write.MemoryWriteWorkflowID(tenant, ev.IdempotencyKey)
 	rec, err := a.Record(ctx, write.RecordInput{Event: ev, WorkflowID: wfID})
@@ -92,7 +86,7 @@ func TestFailEventsLeavesFinishedEvents(t *testing.T) {
 // (PROCESSING, naming its MemoryWrite's id) and returns its id.
 func storeEvent(t *testing.T, st *storage.Store, tenant, key string) string {
 	t.Helper()
-	e := event(tenant, "u1", "general", "hello "+key, base)
+	e := writetest.Event(tenant, "u1", "general", "hello "+key, base)
 	e.IdempotencyKey = key
 	require.NoError(t, e.Validate())
 	row, _, err := st.InsertEvent(context.Background(), tenant, storage.NewEvent(e, write.MemoryWriteWorkflowID(tenant, key), storage.ProtectedContent{EventContent: e.Content, Stored: e.Content, Redacted: e.Content}))

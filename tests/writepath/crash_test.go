@@ -16,20 +16,10 @@ import (
 
 	"github.com/engramhq/engram/internal/fakeopenai"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/write"
 )
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func timerStarted(h []*historypb.HistoryEvent) bool {
 	for _, ev := range h {
@@ -85,8 +75,8 @@ func TestCrashBetweenGovernAndCommit(t *testing.T) {
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
 	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue), bin, "worker")
 
-	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
-	eventually(t, 30*time.Second, "Govern completed and the pause timer started", func() bool {
+	run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", "u1", "travel", textDirect, base), PauseBeforeCommit: 5 * time.Second})
+	testenv.Eventually(t, 30*time.Second, "Govern completed and the pause timer started", func() bool {
 		h := history(t, e.c, run.GetID(), run.GetRunID())
 		return activitySummary(h, "Govern").completed == 1 && timerStarted(h)
 	})
@@ -127,8 +117,8 @@ func TestCrashDuringExtract(t *testing.T) {
 	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
 	w1 := testenv.StartProcess(t, testenv.WorkerEnv(t, dbURL, e.queue, llmEnvVars...), bin, "worker")
 
-	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
-	eventually(t, 30*time.Second, "the first worker's LLM call", func() bool { return fake.ChatCalls() >= 1 })
+	run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", "u1", "travel", textDirect, base)})
+	testenv.Eventually(t, 30*time.Second, "the first worker's LLM call", func() bool { return fake.ChatCalls() >= 1 })
 	w1.Kill()
 	killedAt := time.Now()
 	assert.Equal(t, 1, fake.ChatCalls())

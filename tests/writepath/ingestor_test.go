@@ -11,6 +11,7 @@ import (
 
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -37,7 +38,7 @@ func TestIngestorRecordsStartsAndRefuses(t *testing.T) {
 		return e
 	}
 
-	ev := valid(event(tenant, user, "travel", "预算不超过8000元", base))
+	ev := valid(writetest.Event(tenant, user, "travel", "预算不超过8000元", base))
 	got, err := ing.Ingest(ctx, ev, false, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, write.WriteCommitted, got.Status)
@@ -63,7 +64,7 @@ func TestIngestorRecordsStartsAndRefuses(t *testing.T) {
 	assert.Equal(t, -1, kc.Index)
 	assert.True(t, errors.Is(err, storage.ErrIdempotencyConflict))
 
-	fresh := valid(event(tenant, user, "travel", "我喜欢靠过道的座位", base.Add(time.Hour)))
+	fresh := valid(writetest.Event(tenant, user, "travel", "我喜欢靠过道的座位", base.Add(time.Hour)))
 	_, err = ing.IngestBatch(ctx, write.Batch{TenantID: tenant, Events: []memory.IngestEvent{fresh, other}}, 30*time.Second)
 	require.ErrorAs(t, err, &kc)
 	assert.Equal(t, 1, kc.Index, "the batch's second event reuses the key")
@@ -72,7 +73,7 @@ func TestIngestorRecordsStartsAndRefuses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, write.WriteRunning, ack.Status)
 	assert.Empty(t, ack.RunID, "the start was handed to the Starter")
-	eventually(t, 30*time.Second, "the acknowledged write settles", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the acknowledged write settles", func() bool {
 		rows, err := st.EventsByKey(ctx, tenant, []string{fresh.IdempotencyKey})
 		return err == nil && len(rows) == 1 && (rows[0].Status == memory.EventCommitted || rows[0].Status == memory.EventPendingReview)
 	})

@@ -22,10 +22,10 @@ import (
 
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/fakeopenai"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/schema"
-	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
 
@@ -116,16 +116,6 @@ func windowSeatInferred() memory.Candidate {
 		Object: "window", Content: "The user probably prefers a window seat.", Confidence: 0.6, Origin: memory.OriginInferred,
 	}
 }
-
-const (
-	textOrder    = "我的订单12345没收到"
-	textInquiry  = "我那个没到的订单怎么样了"
-	textBudget   = "预算不超过8000元"
-	textTrip     = "这次旅行预算调整到10000元"
-	textBudget9k = "以后预算不超过9000元"
-	textDirect   = "我以后尽量都坐直飞"
-	textInferred = "我上次坐了靠窗的位置，挺好"
-)
 
 // seedScript answers every seed sentence as a good model would.
 func seedScript(t testing.TB, user string) fakeopenai.Script {
@@ -226,33 +216,8 @@ func localActivityMarker(ev *historypb.HistoryEvent) (typ string, attempt int32,
 
 func TestLLMSeedOrderNeverArrived(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	r1 := e.write(event("t1", "u1", "customer_service", textOrder, base))
-	require.Equal(t, write.WriteCommitted, r1.Status, r1.Reason)
-	r2 := e.write(event("t1", "u1", "customer_service", textInquiry, base.Add(24*time.Hour)))
-	require.Equal(t, write.WriteCommitted, r2.Status, r2.Reason)
-
-	ctx := context.Background()
-	order, err := e.st.GetEntity(ctx, "t1", "Order", "12345")
-	require.NoError(t, err)
-	assert.Equal(t, "NOT_RECEIVED", order.State)
-	assert.Equal(t, "u1", order.UserID)
-	edges, err := e.st.EdgesOf(ctx, "t1", "Order", "12345")
-	require.NoError(t, err)
-	types := map[string]bool{}
-	for _, ed := range edges {
-		assert.Equal(t, "u1", ed.FromID)
-		types[ed.Type] = true
-	}
-	assert.True(t, types["PLACED"], "User PLACED Order")
+	types := e.seedOrder()
 	assert.True(t, types["ASKED_ABOUT"], "User ASKED_ABOUT Order")
-	var evidence []string
-	require.NoError(t, e.st.DB().NewSelect().Table("fact_evidence").ColumnExpr("fact_evidence.evidence_id").
-		Join("JOIN facts f ON f.id = fact_evidence.fact_id").
-		Where("f.tenant_id = 't1' AND f.entity_id = '12345'").Scan(ctx, &evidence))
-	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, evidence, "evidence points to both messages")
-	fs := e.active("t1", "u1")
-	assert.NotNil(t, find(fs, "order_not_received", memory.ScopeUser))
-	assert.NotNil(t, find(fs, "order_inquiry", memory.ScopeUser))
 
 	// What the model was given: a strict json_schema format, and for the follow-up
 	// the known order with its state and the earlier turn, to resolve "那个没到的订单".
@@ -271,52 +236,17 @@ func TestLLMSeedOrderNeverArrived(t *testing.T) {
 
 func TestLLMSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget, base)).Status)
-	ev := event("t1", "u1", "travel", textTrip, base.Add(48*time.Hour))
-	ev.TaskID = "trip-1"
-	require.Equal(t, write.WriteCommitted, e.write(ev).Status)
+	e.seedBudget()
 	reqs := e.chatFor(textTrip)
 	require.Len(t, reqs, 1)
 	assert.Contains(t, reqs[0].UserText(), "Current task: trip-1")
-
-	fs := e.active("t1", "u1")
-	user := find(fs, "budget", memory.ScopeUser)
-	task := find(fs, "budget", memory.ScopeTask)
-	require.NotNil(t, user)
-	require.NotNil(t, task)
-	assert.Equal(t, "8000 CNY", user.Object)
-	assert.Equal(t, memory.FactActive, user.Status)
-	assert.Equal(t, "10000 CNY", task.Object)
-	assert.Equal(t, "trip-1", task.TaskID)
-	assert.Contains(t, task.Reason, "stays ACTIVE", "the reason says the broader fact was kept")
-	for _, f := range []*storage.Fact{user, task} {
-		h, err := e.st.FactHistory(context.Background(), "t1", f.MemoryKey)
-		require.NoError(t, err)
-		require.Len(t, h, 1)
-		assert.NotEmpty(t, h[0].Reason)
-	}
-	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", textBudget9k, base.Add(72*time.Hour))).Status)
-	h, err := e.st.FactHistory(context.Background(), "t1", user.MemoryKey)
-	require.NoError(t, err)
-	require.Len(t, h, 2)
-	assert.Equal(t, memory.FactSuperseded, h[0].Status)
-	assert.Equal(t, "9000 CNY", h[1].Object)
-	assert.Contains(t, h[1].Reason, "supersedes")
-	assert.Equal(t, "10000 CNY", find(e.active("t1", "u1"), "budget", memory.ScopeTask).Object)
 }
 
 func TestLLMSeedDirectFlightPreference(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	r := e.write(event("t1", "u1", "travel", textDirect, base))
-	require.Equal(t, write.WriteCommitted, r.Status)
+	r, f := e.seedDirect()
 	assert.Equal(t, 1, r.Attempts)
-	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
-	require.NotNil(t, f)
-	assert.Equal(t, memory.TypePreference, f.MemoryType)
-	assert.Equal(t, memory.OriginStated, f.Origin)
-	assert.Equal(t, "direct", f.Object)
 	assert.Equal(t, "The user prefers direct flights.", f.Content)
-	assert.Equal(t, 1, e.count("facts", "id = ? AND embedding IS NOT NULL", f.ID))
 }
 
 // Candidates should record which extractor proposed them (issue 3: "Each candidate
@@ -324,7 +254,7 @@ func TestLLMSeedDirectFlightPreference(t *testing.T) {
 // extractor fields null; the workflow stamps them from ExtractOutput.
 func TestLLMCandidatesRecordTheExtractor(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	r := e.write(event("t1", "u1", "travel", textDirect, base))
+	r := e.write(writetest.Event("t1", "u1", "travel", textDirect, base))
 	require.Len(t, r.Results, 1)
 	c, err := e.st.GetCandidate(context.Background(), "t1", r.Results[0].CandidateID)
 	require.NoError(t, err)
@@ -334,7 +264,7 @@ func TestLLMCandidatesRecordTheExtractor(t *testing.T) {
 
 func TestLLMInferredPreferenceNeedsConfirmation(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textInferred, base)})
+	run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", "u1", "travel", textInferred, base)})
 	p := pendingOf(t, e.c, run)
 	require.Len(t, p, 1)
 	assert.Equal(t, "INFERRED", p[0].Origin)
@@ -357,8 +287,8 @@ func TestLLMInferredPreferenceNeedsConfirmation(t *testing.T) {
 
 func TestLLMSameStatementTwiceIsOneFactTwoEvidence(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	r1 := e.write(event("t1", "u1", "travel", textDirect, base))
-	r2 := e.write(event("t1", "u1", "travel", textDirect, base.Add(time.Hour)))
+	r1 := e.write(writetest.Event("t1", "u1", "travel", textDirect, base))
+	r2 := e.write(writetest.Event("t1", "u1", "travel", textDirect, base.Add(time.Hour)))
 	require.Len(t, r2.Results, 1)
 	assert.Equal(t, string(governance.ActionDuplicate), r2.Results[0].Action)
 	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1' AND predicate = 'flight_type'"))
@@ -387,7 +317,7 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Rules: []fakeopenai.Rule{{Contains: said(textDirect), Responses: []fakeopenai.Response{
 		fakeopenai.Raw(brokenJSON), fakeopenai.Raw(invalidEnum), answer(t, "travel", directFlights()),
 	}}}})
-	ev := event("t1", "u1", "travel", textDirect, base)
+	ev := writetest.Event("t1", "u1", "travel", textDirect, base)
 	run := e.start(write.MemoryWriteInput{Event: ev})
 	res := e.wait(run)
 	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
@@ -424,7 +354,7 @@ func TestLLMRetriesWithValidationFeedback(t *testing.T) {
 
 func TestLLMBrokenEveryTimeIsUnparsed(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Default: fakeopenai.Raw("Sure! Here are the memories: direct flights.")})
-	ev := event("t1", "u1", "travel", textDirect, base)
+	ev := writetest.Event("t1", "u1", "travel", textDirect, base)
 	run := e.start(write.MemoryWriteInput{Event: ev})
 	res := e.wait(run)
 	require.Equal(t, write.WriteUnparsed, res.Status)
@@ -454,7 +384,7 @@ func TestLLMTransientErrorsAreRetriedByTheActivity(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Rules: []fakeopenai.Rule{{Contains: said(textDirect), Responses: []fakeopenai.Response{
 		fakeopenai.RateLimited(time.Second), fakeopenai.Status(http.StatusInternalServerError), answer(t, "travel", directFlights()),
 	}}}})
-	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", "u1", "travel", textDirect, base)})
 	res := e.wait(run)
 	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	assert.Equal(t, 1, res.Attempts, "one extraction; the activity retried the calls")
@@ -475,7 +405,7 @@ func TestLLMTimeoutIsRetried(t *testing.T) {
 	e := newLLMEnv(t, fakeopenai.Script{Rules: []fakeopenai.Rule{{Contains: said(textDirect), Responses: []fakeopenai.Response{
 		fakeopenai.Delayed(3*llmTimeout, answer(t, "travel", directFlights())), answer(t, "travel", directFlights()),
 	}}}})
-	run := e.start(write.MemoryWriteInput{Event: event("t1", "u1", "travel", textDirect, base)})
+	run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", "u1", "travel", textDirect, base)})
 	res := e.wait(run)
 	require.Equal(t, write.WriteCommitted, res.Status, res.Reason)
 	assert.Equal(t, 1, res.Attempts)
@@ -495,7 +425,7 @@ func TestLLMConcurrentUsers(t *testing.T) {
 	done := make(chan write.MemoryWriteResult, len(users)*2)
 	for _, u := range users {
 		for i, text := range []string{textBudget, textDirect} {
-			run := e.start(write.MemoryWriteInput{Event: event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Minute))})
+			run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Minute))})
 			go func() {
 				var res write.MemoryWriteResult
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

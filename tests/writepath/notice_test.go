@@ -11,15 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	tworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
-	"github.com/engramhq/engram/schema"
-	"github.com/engramhq/engram/storage"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/write"
 )
 
@@ -42,16 +37,14 @@ func TestEagerWriteAnsweredInProcess(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	q := testenv.TaskQueue(t)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{Store: testenv.Store(t), Extractor: llm.NewRuleExtractor(),
-		Embedder: embedding.NewNGramEmbedder(storage.EmbeddingDim), Schemas: schema.Builtins, Gov: governance.DefaultConfig(), Notices: n})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	acts := writetest.Activities(testenv.Store(t))
+	acts.Notices = n
+	writetest.Worker(t, c, q, acts)
 	ctx := context.Background()
 	user := "u-" + testenv.RandomID(6)
 	asJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-	ev := event("t1", user, "travel", "预算不超过8000元", base)
+	ev := writetest.Event("t1", user, "travel", "预算不超过8000元", base)
 	got, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: ev}, 30*time.Second)
 	require.NoError(t, err)
 	require.False(t, got.Running)
@@ -70,7 +63,7 @@ func TestEagerWriteAnsweredInProcess(t *testing.T) {
 	assert.Equal(t, got.RunID, again.RunID)
 	assert.Equal(t, asJSON(wf), asJSON(again.Result), "the same key again: the stored result")
 
-	pending, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: event("t1", user, "travel", "我上次坐了靠窗的位置，挺好", base.Add(time.Minute))}, 30*time.Second)
+	pending, err := write.StartAndWait(ctx, c, n, q, write.MemoryWriteInput{Event: writetest.Event("t1", user, "travel", "我上次坐了靠窗的位置，挺好", base.Add(time.Minute))}, 30*time.Second)
 	require.NoError(t, err)
 	assert.True(t, pending.PendingReview, "a candidate waiting for review: %+v", pending)
 	assert.False(t, pending.Running)

@@ -7,17 +7,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/config"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/fakeopenai"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
-	"github.com/engramhq/engram/write"
 )
 
 func prefers(object, content string) memory.Candidate {
@@ -65,14 +63,13 @@ func TestRestatedPreferenceIsOneFactTwoEvidence(t *testing.T) {
 	gov := governance.DefaultConfig()
 	gov.DuplicateSimilarity = 0.6
 	st, c, q := testenv.Store(t), testenv.Temporal(t), testenv.TaskQueue(t)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{Store: st, Extractor: x, Embedder: em, Schemas: schema.Builtins, Gov: gov})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	acts := writetest.Activities(st)
+	acts.Extractor, acts.Embedder, acts.Gov = x, em, gov
+	writetest.Worker(t, c, q, acts)
 	e := &env{t: t, st: st, c: c, queue: q}
 
-	r1 := e.write(event("t1", "u1", "general", first, base))
-	r2 := e.write(event("t1", "u1", "general", second, base.Add(time.Hour)))
+	r1 := e.write(writetest.Event("t1", "u1", "general", first, base))
+	r2 := e.write(writetest.Event("t1", "u1", "general", second, base.Add(time.Hour)))
 	require.Len(t, r2.Results, 1)
 	assert.Equal(t, string(governance.ActionDuplicate), r2.Results[0].Action, r2.Results[0].Reason)
 	assert.Contains(t, r2.Results[0].Reason, "similar value (cosine")
@@ -84,7 +81,7 @@ func TestRestatedPreferenceIsOneFactTwoEvidence(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, ids)
 
-	r3 := e.write(event("t1", "u1", "general", other, base.Add(2*time.Hour)))
+	r3 := e.write(writetest.Event("t1", "u1", "general", other, base.Add(2*time.Hour)))
 	require.Len(t, r3.Results, 1)
 	assert.Equal(t, string(governance.ActionCreate), r3.Results[0].Action, r3.Results[0].Reason)
 	var objects []string

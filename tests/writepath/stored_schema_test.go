@@ -7,12 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/engramhq/engram/embedding"
-	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/llm"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/schema"
@@ -47,13 +44,10 @@ func storedSchemaEnv(t *testing.T) (*env, *recall.Engine) {
 	st := testenv.Store(t)
 	c := testenv.Temporal(t)
 	q := testenv.TaskQueue(t)
-	em := embedding.NewNGramEmbedder(storage.EmbeddingDim)
-	schemas := schema.Stored(st.LookupSchema)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{Store: st, Extractor: llm.NewRuleExtractor(), Embedder: em, Schemas: schemas, Gov: governance.DefaultConfig()})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	eng := recall.New(st, em, recall.NewPostgresKeyword(st), schemas, recall.Options{AccessLog: recall.AccessLogOff})
+	acts := writetest.Activities(st)
+	acts.Schemas = schema.Stored(st.LookupSchema)
+	writetest.Worker(t, c, q, acts)
+	eng := recall.New(st, acts.Embedder, recall.NewPostgresKeyword(st), acts.Schemas, recall.Options{AccessLog: recall.AccessLogOff})
 	t.Cleanup(func() { eng.Close() })
 	return &env{t: t, st: st, c: c, queue: q}, eng
 }
@@ -71,7 +65,7 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 		require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
 	}
 
-	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
+	r := e.write(writetest.Event("t1", "u1", "pets", "我的猫叫年糕", base))
 	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
 	f := find(e.active("t1", "u1"), "pet_name", memory.ScopeUser)
 	require.NotNil(t, f)
@@ -82,7 +76,7 @@ func TestStoredSchemaDrivesTheWritePath(t *testing.T) {
 		"candidates carry the bare name and version, so the schema report groups them")
 
 	// Tenant t2 has no schema "pets": the write is refused as bad input, nothing stored.
-	err = e.start(write.MemoryWriteInput{Event: event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
+	err = e.start(write.MemoryWriteInput{Event: writetest.Event("t2", "u1", "pets", "我的猫叫年糕", base)}).Get(ctx, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pets")
 	assert.Equal(t, 0, e.count("events", "tenant_id = 't2'"))
@@ -97,7 +91,7 @@ func TestStoredSchemaDrivesRecall(t *testing.T) {
 	st := e.st
 	ctx := context.Background()
 	require.NoError(t, st.PutSchema(ctx, "t1", &storage.StoredSchema{Name: "pets", Source: petsSchema, CreatedBy: "admin"}, 0, -1))
-	r := e.write(event("t1", "u1", "pets", "我的猫叫年糕", base))
+	r := e.write(writetest.Event("t1", "u1", "pets", "我的猫叫年糕", base))
 	require.Equal(t, write.WriteCommitted, r.Status, r.Reason)
 
 	res, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: "t1", UserID: "u1"}, Query: "我的猫叫什么？", Schema: "pets", AsOf: base.Add(time.Hour), K: 5, Explain: true})

@@ -15,6 +15,7 @@ import (
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
@@ -31,7 +32,7 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 	ng := embedding.NewNGramEmbedder(storage.EmbeddingDim)
 
 	// Revision 1, said by Maya in user u1's conversation.
-	ev := event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
+	ev := writetest.Event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
 	ev.ActorID = "Maya"
 	run := e.start(write.MemoryWriteInput{Event: ev})
 	res := e.wait(run)
@@ -40,7 +41,7 @@ func TestVectorsAreStoredWithTheRows(t *testing.T) {
 	require.NotEmpty(t, res.Results[0].FactID)
 
 	// Revision 0 (started as an older binary did): the Index step embeds.
-	old := event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
+	old := writetest.Event("t1", "u-"+testenv.RandomID(6), "travel", text, base)
 	old.ActorID = "Maya"
 	orun, err := e.c.ExecuteWorkflow(ctx, write.StartOptions(e.queue, write.MemoryWriteWorkflowID(old.TenantID, old.IdempotencyKey)), write.MemoryWriteWorkflowName, write.MemoryWriteInput{Event: old})
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestDuplicateIsNotEmbedded(t *testing.T) {
 	user := "u-" + testenv.RandomID(6)
 	text := "我以后尽量都坐直飞"
 
-	first := e.write(event("t1", user, "travel", text, base))
+	first := e.write(writetest.Event("t1", user, "travel", text, base))
 	require.Equal(t, write.WriteCommitted, first.Status)
 	require.Len(t, first.Results, 1)
 	require.Equal(t, string(governance.ActionCreate), first.Results[0].Action)
@@ -134,7 +135,7 @@ func TestDuplicateIsNotEmbedded(t *testing.T) {
 	require.Len(t, f.Embedding.Slice(), storage.EmbeddingDim)
 	assert.Contains(t, rec.take(), f.Content, "a new fact's content is embedded")
 
-	again := e.write(event("t1", user, "travel", text, base.Add(time.Hour)))
+	again := e.write(writetest.Event("t1", user, "travel", text, base.Add(time.Hour)))
 	require.Equal(t, write.WriteCommitted, again.Status)
 	require.Len(t, again.Results, 1)
 	require.Equal(t, string(governance.ActionDuplicate), again.Results[0].Action, again.Results[0].Reason)

@@ -14,14 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/governance"
 	"github.com/engramhq/engram/internal/testenv"
+	"github.com/engramhq/engram/internal/writetest"
 	"github.com/engramhq/engram/llm"
 	"github.com/engramhq/engram/memory"
-	"github.com/engramhq/engram/schema"
 	"github.com/engramhq/engram/storage"
 	"github.com/engramhq/engram/write"
 )
@@ -55,29 +54,17 @@ func startWriteWorker(tb testing.TB, c client.Client, st *storage.Store, ex llm.
 func startWriteWorkerGov(tb testing.TB, c client.Client, st *storage.Store, ex llm.Extractor, emb embedding.Embedder, gov governance.Config) string {
 	tb.Helper()
 	q := testenv.TaskQueue(tb)
-	w := tworker.New(c, q, tworker.Options{})
-	write.Register(w, &write.MemoryActivities{
-		Store: st, Extractor: ex, Embedder: emb,
-		Schemas: schema.Builtins, Gov: gov,
-	})
-	if err := w.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(w.Stop)
+	acts := writetest.Activities(st)
+	acts.Extractor, acts.Embedder, acts.Gov = ex, emb, gov
+	writetest.Worker(tb, c, q, acts)
 	return q
 }
 
 var base = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
-func event(tenant, user, schemaName, text string, at time.Time) memory.IngestEvent {
-	return memory.IngestEvent{TenantID: tenant, IdempotencyKey: "k-" + testenv.RandomID(10), UserID: user, Schema: schemaName, Content: text, OccurredAt: at, SessionID: "s-" + user}
-}
-
 func (e *env) start(in write.MemoryWriteInput) client.WorkflowRun {
 	e.t.Helper()
-	run, err := write.Start(context.Background(), e.c, e.queue, in)
-	require.NoError(e.t, err)
-	return run
+	return writetest.Start(e.t, e.c, e.queue, in)
 }
 
 func (e *env) write(ev memory.IngestEvent) write.MemoryWriteResult {
@@ -87,11 +74,7 @@ func (e *env) write(ev memory.IngestEvent) write.MemoryWriteResult {
 
 func (e *env) wait(run client.WorkflowRun) write.MemoryWriteResult {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var res write.MemoryWriteResult
-	require.NoError(e.t, run.Get(ctx, &res))
-	return res
+	return writetest.Wait(e.t, run)
 }
 
 func (e *env) active(tenant, user string) []storage.Fact {
@@ -119,12 +102,32 @@ func (e *env) count(table, where string, args ...any) int {
 
 // Seed: "my order 12345 never arrived", then "how is that order that didn't arrive?"
 func TestSeedOrderNeverArrived(t *testing.T) {
-	e := newEnv(t, llm.NewRuleExtractor())
-	r1 := e.write(event("t1", "u1", "customer_service", "我的订单12345没收到", base))
-	require.Equal(t, write.WriteCommitted, r1.Status)
-	r2 := e.write(event("t1", "u1", "customer_service", "我那个没到的订单怎么样了", base.Add(24*time.Hour)))
-	require.Equal(t, write.WriteCommitted, r2.Status)
+	newEnv(t, llm.NewRuleExtractor()).seedOrder()
+}
 
+// The seed sentences, which the rule extractor reads and the LLM tests' fake
+// model answers (seedScript).
+const (
+	textOrder    = "我的订单12345没收到"
+	textInquiry  = "我那个没到的订单怎么样了"
+	textBudget   = "预算不超过8000元"
+	textTrip     = "这次旅行预算调整到10000元"
+	textBudget9k = "以后预算不超过9000元"
+	textDirect   = "我以后尽量都坐直飞"
+	textInferred = "我上次坐了靠窗的位置，挺好"
+)
+
+// seedOrder writes the order seed's two messages for user u1 of tenant t1 (order
+// 12345 never arrived, then how is that order) and checks what they leave: the
+// order NOT_RECEIVED, placed by u1, both messages evidence for facts about it, an
+// ACTIVE fact of each. It returns the types of the edges from u1 to the order.
+func (e *env) seedOrder() map[string]bool {
+	t := e.t
+	t.Helper()
+	r1 := e.write(writetest.Event("t1", "u1", "customer_service", textOrder, base))
+	require.Equal(t, write.WriteCommitted, r1.Status, r1.Reason)
+	r2 := e.write(writetest.Event("t1", "u1", "customer_service", textInquiry, base.Add(24*time.Hour)))
+	require.Equal(t, write.WriteCommitted, r2.Status, r2.Reason)
 	ctx := context.Background()
 	order, err := e.st.GetEntity(ctx, "t1", "Order", "12345")
 	require.NoError(t, err)
@@ -138,22 +141,30 @@ func TestSeedOrderNeverArrived(t *testing.T) {
 		types[ed.Type] = true
 	}
 	assert.True(t, types["PLACED"], "User PLACED Order")
-	// Both messages are evidence for facts about order 12345.
 	var evidence []string
 	require.NoError(t, e.st.DB().NewSelect().Table("fact_evidence").ColumnExpr("fact_evidence.evidence_id").
 		Join("JOIN facts f ON f.id = fact_evidence.fact_id").
 		Where("f.tenant_id = 't1' AND f.entity_id = '12345'").Scan(ctx, &evidence))
-	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, evidence)
+	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, evidence, "evidence points to both messages")
 	fs := e.active("t1", "u1")
 	assert.NotNil(t, find(fs, "order_not_received", memory.ScopeUser))
 	assert.NotNil(t, find(fs, "order_inquiry", memory.ScopeUser), "the inquiry is recorded as an event about the order")
+	return types
 }
 
 // Seed: a user-level budget of 8000, then this trip's budget 10000.
 func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
-	e := newEnv(t, llm.NewRuleExtractor())
-	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "预算不超过8000元", base)).Status)
-	ev := event("t1", "u1", "travel", "这次旅行预算调整到10000元", base.Add(48*time.Hour))
+	newEnv(t, llm.NewRuleExtractor()).seedBudget()
+}
+
+// seedBudget writes the budget seed (a user budget of 8000, then this trip's
+// budget of 10000) and checks that the trip's budget is a TASK fact beside the
+// user's; then a later user-level change, which must supersede the user fact only.
+func (e *env) seedBudget() {
+	t := e.t
+	t.Helper()
+	require.Equal(t, write.WriteCommitted, e.write(writetest.Event("t1", "u1", "travel", textBudget, base)).Status)
+	ev := writetest.Event("t1", "u1", "travel", textTrip, base.Add(48*time.Hour))
 	ev.TaskID = "trip-1"
 	require.Equal(t, write.WriteCommitted, e.write(ev).Status)
 
@@ -163,6 +174,7 @@ func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 	require.NotNil(t, user)
 	require.NotNil(t, task)
 	assert.Equal(t, "8000 CNY", user.Object)
+	assert.Equal(t, memory.FactActive, user.Status)
 	assert.Equal(t, "10000 CNY", task.Object)
 	assert.Equal(t, "trip-1", task.TaskID)
 	assert.Contains(t, task.Reason, "stays ACTIVE", "the reason says the broader fact was kept")
@@ -174,7 +186,7 @@ func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 		assert.NotEmpty(t, h[0].Reason)
 	}
 	// A later user-level change supersedes the user fact only.
-	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "以后预算不超过9000元", base.Add(72*time.Hour))).Status)
+	require.Equal(t, write.WriteCommitted, e.write(writetest.Event("t1", "u1", "travel", textBudget9k, base.Add(72*time.Hour))).Status)
 	h, err := e.st.FactHistory(context.Background(), "t1", user.MemoryKey)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
@@ -186,21 +198,30 @@ func TestSeedBudgetTaskDoesNotOverwriteUser(t *testing.T) {
 
 // Seed: "from now on I'd rather fly direct" → a USER-scope PREFERENCE, STATED, ACTIVE.
 func TestSeedDirectFlightPreference(t *testing.T) {
-	e := newEnv(t, llm.NewRuleExtractor())
-	require.Equal(t, write.WriteCommitted, e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base)).Status)
+	newEnv(t, llm.NewRuleExtractor()).seedDirect()
+}
+
+// seedDirect writes "from now on I'd rather fly direct" and checks the fact it
+// makes: a USER-scope PREFERENCE, STATED, ACTIVE, with its vector (stored by
+// Commit). It returns the write's result and the fact.
+func (e *env) seedDirect() (write.MemoryWriteResult, *storage.Fact) {
+	t := e.t
+	t.Helper()
+	r := e.write(writetest.Event("t1", "u1", "travel", textDirect, base))
+	require.Equal(t, write.WriteCommitted, r.Status)
 	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
 	require.NotNil(t, f)
 	assert.Equal(t, memory.TypePreference, f.MemoryType)
 	assert.Equal(t, memory.OriginStated, f.Origin)
 	assert.Equal(t, "direct", f.Object)
-	// The fact has its vector (stored by Commit).
 	assert.Equal(t, 1, e.count("facts", "id = ? AND embedding IS NOT NULL", f.ID))
+	return r, f
 }
 
 func TestSameStatementTwiceIsOneFactTwoEvidence(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base))
-	r := e.write(event("t1", "u1", "travel", "我以后尽量都坐直飞", base.Add(time.Hour)))
+	e.write(writetest.Event("t1", "u1", "travel", "我以后尽量都坐直飞", base))
+	r := e.write(writetest.Event("t1", "u1", "travel", "我以后尽量都坐直飞", base.Add(time.Hour)))
 	require.Len(t, r.Results, 1)
 	assert.Equal(t, string(governance.ActionDuplicate), r.Results[0].Action)
 	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1' AND predicate = 'flight_type'"))
@@ -212,7 +233,7 @@ func TestSameStatementTwiceIsOneFactTwoEvidence(t *testing.T) {
 
 func TestSameIdempotencyKeyIsOneEventOneRun(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	ev := event("t1", "u1", "travel", "预算不超过8000元", base)
+	ev := writetest.Event("t1", "u1", "travel", "预算不超过8000元", base)
 	var wg sync.WaitGroup
 	runIDs := make([]string, 8)
 	for i := range runIDs {
@@ -282,7 +303,7 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			user := "u-" + testenv.RandomID(6)
-			run := e.start(write.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base)})
+			run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", user, "travel", inferred, base)})
 			p := pendingOf(t, e.c, run)
 			require.Len(t, p, 1)
 			assert.Equal(t, "INFERRED", p[0].Origin)
@@ -307,7 +328,7 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 	}
 	t.Run("real timeout applies the schema default", func(t *testing.T) {
 		user := "u-" + testenv.RandomID(6)
-		run := e.start(write.MemoryWriteInput{Event: event("t1", user, "travel", inferred, base), ReviewTimeout: 2 * time.Second})
+		run := e.start(write.MemoryWriteInput{Event: writetest.Event("t1", user, "travel", inferred, base), ReviewTimeout: 2 * time.Second})
 		p := pendingOf(t, e.c, run)
 		res := e.wait(run)
 		require.Len(t, res.Results, 1)
@@ -322,8 +343,8 @@ func TestInferredPreferenceNeedsReview(t *testing.T) {
 
 func TestRetractionInvalidates(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	e.write(event("t1", "u1", "travel", "预算不超过8000元", base))
-	r := e.write(event("t1", "u1", "travel", "忘掉我说的预算", base.Add(time.Hour)))
+	e.write(writetest.Event("t1", "u1", "travel", "预算不超过8000元", base))
+	r := e.write(writetest.Event("t1", "u1", "travel", "忘掉我说的预算", base.Add(time.Hour)))
 	require.Len(t, r.Results, 1)
 	assert.Equal(t, string(governance.ActionInvalidate), r.Results[0].Action)
 	assert.Nil(t, find(e.active("t1", "u1"), "budget", memory.ScopeUser))
@@ -335,7 +356,7 @@ func TestBatchIngest(t *testing.T) {
 	var evs []memory.IngestEvent
 	for i, text := range []string{"预算不超过8000元", "我以后尽量都坐直飞", "以后预算不超过9000元"} {
 		for _, u := range []string{"ua", "ub"} {
-			evs = append(evs, event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
+			evs = append(evs, writetest.Event("t1", u, "travel", text, base.Add(time.Duration(i)*time.Hour)))
 		}
 	}
 	run, err := write.StartBatch(context.Background(), e.c, e.queue, "t1", "batch-"+testenv.RandomID(8), write.MemoryWriteBatchInput{Events: evs, Parallelism: 2})
@@ -352,8 +373,8 @@ func TestBatchIngest(t *testing.T) {
 
 func TestTenantsDoNotShareMemory(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	e.write(event("tA", "u1", "travel", "预算不超过8000元", base))
-	e.write(event("tB", "u1", "travel", "预算不超过20000元", base.Add(time.Hour)))
+	e.write(writetest.Event("tA", "u1", "travel", "预算不超过8000元", base))
+	e.write(writetest.Event("tB", "u1", "travel", "预算不超过20000元", base.Add(time.Hour)))
 	a := find(e.active("tA", "u1"), "budget", memory.ScopeUser)
 	b := find(e.active("tB", "u1"), "budget", memory.ScopeUser)
 	require.NotNil(t, a)
@@ -365,11 +386,11 @@ func TestTenantsDoNotShareMemory(t *testing.T) {
 
 func TestBadInputFailsWithoutWriting(t *testing.T) {
 	e := newEnv(t, llm.NewRuleExtractor())
-	ev := event("t1", "", "travel", "预算不超过8000元", base)
+	ev := writetest.Event("t1", "", "travel", "预算不超过8000元", base)
 	run := e.start(write.MemoryWriteInput{Event: ev})
 	err := run.Get(context.Background(), nil)
 	require.ErrorContains(t, err, "user_id")
-	ev = event("t1", "u1", "no-such-schema", "预算不超过8000元", base)
+	ev = writetest.Event("t1", "u1", "no-such-schema", "预算不超过8000元", base)
 	err = e.start(write.MemoryWriteInput{Event: ev}).Get(context.Background(), nil)
 	require.Error(t, err)
 	assert.Contains(t, fmt.Sprint(err), "no-such-schema")
