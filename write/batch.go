@@ -25,6 +25,9 @@ type MemoryWriteBatchInput struct {
 	// SliceEvents is how many events one workflow task writes at most (default
 	// DefaultBatchSlice; see batchSlicesChange).
 	SliceEvents int `json:"slice_events,omitempty"`
+	// Revision is the batch's shape, as a single write's (StartBatch sets
+	// WriteRevision); 0 is a batch started before revisions (legacy.go).
+	Revision int `json:"revision,omitempty"`
 }
 
 // batchSlicesChange (workflow.GetVersion): a batch writes its events in slices of
@@ -73,60 +76,6 @@ func MemoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput) (MemoryWri
 	return answering(ctx, in, memoryWriteBatch)
 }
 
-func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
-	st, slice := batchSteps(ctx, in)
-	if err := validBatch(in); err != nil {
-		return out, err
-	}
-	opts, par := batchOptions(in, st)
-	first := in.Events[0]
-	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(first.TenantID), memory.SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
-	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
-	if err := registerReview(ctx, reviewCh, rv); err != nil {
-		return out, err
-	}
-
-	defer func() {
-		if len(in.Events) == 0 {
-			return
-		}
-		f := MarkFailedInput{TenantID: in.Events[0].TenantID}
-		for _, e := range in.Events {
-			f.Keys = append(f.Keys, e.IdempotencyKey)
-		}
-		markFailed(ctx, st, err, f)
-	}()
-	ws, err := writeBatchEvents(ctx, st, in, opts, par, slice, rv)
-	if err != nil {
-		return out, err
-	}
-	if len(rv.pending) > 0 {
-		if out.Reviewed, err = reviewBatch(ctx, st, first.TenantID, ws, rv, opts.ReviewTimeout); err != nil {
-			return out, err
-		}
-	}
-	for _, w := range ws {
-		out.Results = append(out.Results, w.res)
-	}
-	out.count()
-	return out, nil
-}
-
-// batchSteps are the batch's steps by the versions it started under (the fast
-// path's local activities; slices of events per workflow task) and its slice.
-func batchSteps(ctx workflow.Context, in MemoryWriteBatchInput) (st steps, slice int) {
-	st = steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
-	if st.fast && len(in.Events) > 0 {
-		// The batch's turns and facts are embedded together, in chunks.
-		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
-	}
-	// slice: events per workflow task; 0: all (a batch started before batch-slices)
-	if st.fast && workflow.GetVersion(ctx, batchSlicesChange, workflow.DefaultVersion, batchSlicesVersion) >= batchSlicesVersion {
-		slice, st.regularIndex = cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice), true
-	}
-	return st, slice
-}
-
 // validBatch refuses a batch that can never be written (no events, too many, an
 // invalid event), naming the event.
 func validBatch(in MemoryWriteBatchInput) error {
@@ -144,9 +93,147 @@ func validBatch(in MemoryWriteBatchInput) error {
 	return nil
 }
 
+func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
+	switch {
+	case in.Revision > WriteRevision:
+		panic(fmt.Sprintf("write revision %d is newer than this worker's %d", in.Revision, WriteRevision))
+	case in.Revision < 3:
+		return memoryWriteBatchSteps(ctx, in, rv)
+	}
+	if err := validBatch(in); err != nil {
+		return out, err
+	}
+	opts, par := batchOptions(in, true)
+	first := in.Events[0]
+	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(first.TenantID), memory.SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
+	if err := registerReview(ctx, workflow.GetSignalChannel(ctx, SignalReview), rv); err != nil {
+		return out, err
+	}
+	defer func() {
+		f := MarkFailedInput{TenantID: first.TenantID}
+		for _, e := range in.Events {
+			f.Keys = append(f.Keys, e.IdempotencyKey)
+		}
+		markFailedBy(ctx, err, f, localStep)
+	}()
+	b := &batch{opts: opts, events: in.Events, ws: make([]*writeOne, len(in.Events)), gathered: &IndexInput{TenantID: first.TenantID}}
+	for i, e := range in.Events {
+		b.ws[i] = &writeOne{ev: e, in: opts, rv: rv, gathered: b.gathered}
+	}
+	slice := cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice)
+	if err := writeBatchEvents(ctx, b, par, slice, func() bool { return true }); err != nil {
+		return out, err
+	}
+	if len(rv.pending) > 0 {
+		if out.Reviewed, err = b.review(ctx, first.TenantID, rv); err != nil {
+			return out, err
+		}
+	}
+	for _, w := range b.ws {
+		out.Results = append(out.Results, w.step.Result)
+	}
+	out.count()
+	return out, nil
+}
+
+// batchWriter writes a batch's events: revision 3's batch, or legacyBatch.
+type batchWriter interface {
+	eventsOf() []memory.IngestEvent
+	// write writes the events of idx (one user's, in time order), as a run when
+	// run, or one; done is how many it wrote, at least one; err names the event
+	// that failed the batch.
+	write(ctx workflow.Context, idx []int, run bool) (done int, err error)
+	// startIndex starts the Index steps of what was gathered, and empties it.
+	startIndex(ctx workflow.Context) []workflow.Future
+}
+
+// batch is a batch of revision 3: each event is a writeOne, written in runs of one
+// user's events (WriteEvents), what a run leaves finished by the event's own steps;
+// what is stored without its vector is gathered and embedded in chunks.
+type batch struct {
+	opts     MemoryWriteInput
+	events   []memory.IngestEvent
+	ws       []*writeOne
+	gathered *IndexInput
+}
+
+func (b *batch) eventsOf() []memory.IngestEvent { return b.events }
+
+func (b *batch) write(ctx workflow.Context, idx []int, _ bool) (int, error) {
+	var a *MemoryActivities
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	var in WriteEventsInput
+	for _, i := range idx {
+		in.Events = append(in.Events, WriteInput{Event: b.events[i], WorkflowID: wfID, ExtractAttempts: b.opts.ExtractAttempts})
+	}
+	var out WriteEventsResult
+	if err := localStep(ctx, a.WriteEvents, in).Get(ctx, &out); err != nil {
+		return 0, fmt.Errorf("events[%d]: %w", idx[0], err)
+	}
+	for j, step := range out.Steps {
+		w := b.ws[idx[j]]
+		w.step = step
+		if err := w.finish(ctx); err != nil {
+			return j, fmt.Errorf("events[%d]: %w", idx[j], err)
+		}
+	}
+	done := len(out.Steps)
+	if done == len(idx) || done > 0 && out.Steps[done-1].Result.Status == "" {
+		return done, nil // all written, or the last went on from its Write
+	}
+	// The run left the event: it fails for good, alone, naming it.
+	i := idx[done]
+	if err := b.ws[i].write(ctx); err != nil {
+		return done, fmt.Errorf("events[%d]: %w", i, err)
+	}
+	return done + 1, nil
+}
+
+func (b *batch) startIndex(ctx workflow.Context) []workflow.Future {
+	var a *MemoryActivities
+	var fs []workflow.Future
+	for _, part := range chunks(b.gathered.EvidenceIDs, indexChunk) {
+		fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: b.gathered.TenantID, EvidenceIDs: part}))
+	}
+	for _, part := range chunks(b.gathered.FactIDs, indexChunk) {
+		fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: b.gathered.TenantID, FactIDs: part}))
+	}
+	b.gathered.EvidenceIDs, b.gathered.FactIDs = nil, nil
+	return fs
+}
+
+// review awaits the reviews the batch's candidates wait for and commits what the
+// reviewers (or the timeout's defaults) decided; it returns how many candidates
+// were reviewed. Asked while reviews are awaited, the batch answers each event's
+// own status.
+func (b *batch) review(ctx workflow.Context, tenant string, rv *reviewState) (int, error) {
+	var soFar MemoryWriteBatchResult
+	for _, w := range b.ws {
+		soFar.Results = append(soFar.Results, w.soFar())
+	}
+	soFar.count()
+	rv.soFar = soFar
+	if err := awaitReview(ctx, tenant, rv, b.opts.ReviewTimeout, true); err != nil {
+		return 0, err
+	}
+	reviewed := 0
+	for _, w := range b.ws {
+		n := len(w.step.Pending)
+		if n == 0 {
+			continue
+		}
+		if err := w.commitReviewed(ctx); err != nil {
+			return reviewed, err
+		}
+		reviewed += n
+	}
+	awaitIndex(ctx, b.startIndex(ctx))
+	return reviewed, nil
+}
+
 // batchOptions are each event's write options and how many users' events are
 // written at once.
-func batchOptions(in MemoryWriteBatchInput, st steps) (MemoryWriteInput, int) {
+func batchOptions(in MemoryWriteBatchInput, fast bool) (MemoryWriteInput, int) {
 	opts := withDefaults(MemoryWriteInput{ExtractAttempts: in.ExtractAttempts})
 	if in.ReviewTimeout > 0 {
 		opts.ReviewTimeout = secondsToDuration(in.ReviewTimeout)
@@ -154,7 +241,7 @@ func batchOptions(in MemoryWriteBatchInput, st steps) (MemoryWriteInput, int) {
 	par := in.Parallelism
 	switch {
 	case par > 0:
-	case st.fast:
+	case fast:
 		par = 16 // local activities: the worker's slots, not the server, bound it
 	default:
 		par = 4
@@ -182,9 +269,8 @@ func byUser(events []memory.IngestEvent) (groups map[string][]int, users []strin
 // writeBatchEvents writes the batch's events: par users at once, one user's
 // events in their order, in slices per workflow task, each slice embedded beside
 // the next; what was committed is searchable by meaning before it returns.
-func writeBatchEvents(ctx workflow.Context, st steps, in MemoryWriteBatchInput, opts MemoryWriteInput, par, slice int, rv *reviewState) ([]*written, error) {
-	groups, users := byUser(in.Events)
-	ws := make([]*written, len(in.Events))
+func writeBatchEvents(ctx workflow.Context, bw batchWriter, par, slice int, runsVersion func() bool) error {
+	groups, users := byUser(bw.eventsOf())
 	var firstErr error
 	next := 0
 	running := 0
@@ -197,7 +283,7 @@ func writeBatchEvents(ctx workflow.Context, st steps, in MemoryWriteBatchInput, 
 	if slice > 0 {
 		sliceStart = wallClock(ctx)
 	}
-	runs := slice > 0 && workflow.GetVersion(ctx, batchRunsChange, workflow.DefaultVersion, batchRunsVersion) >= batchRunsVersion
+	runs := slice > 0 && runsVersion()
 	for w := 0; w < par && w < len(users); w++ {
 		running++
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -220,7 +306,7 @@ func writeBatchEvents(ctx workflow.Context, st steps, in MemoryWriteBatchInput, 
 						full = started >= slice || (runs || started%sliceClockEvery == 0) && wallClock(ctx).Sub(sliceStart) >= sliceTime
 					}
 					writing++
-					done, err := writeEvents(ctx, st, opts, in.Events, idx[k:k+n], ws, rv, runs)
+					done, err := bw.write(ctx, idx[k:k+n], runs)
 					writing--
 					if err != nil {
 						firstErr = err
@@ -234,50 +320,22 @@ func writeBatchEvents(ctx workflow.Context, st steps, in MemoryWriteBatchInput, 
 	var indexing []workflow.Future
 	for {
 		if err := workflow.Await(ctx, func() bool { return running == 0 || (full && writing == 0) }); err != nil {
-			return ws, err
+			return err
 		}
 		if running == 0 {
 			break
 		}
 		// The slice is written: embed it beside the next, and end this workflow task.
 		earlier := indexing
-		indexing = append(indexing, st.startIndex(ctx)...)
+		indexing = append(indexing, bw.startIndex(ctx)...)
 		if err := nextTask(ctx, earlier); err != nil {
-			return ws, err
+			return err
 		}
 		started, full, sliceStart = 0, false, wallClock(ctx)
 	}
 	// What was committed is searchable by meaning before reviews are awaited.
-	awaitIndex(ctx, append(indexing, st.startIndex(ctx)...))
-	return ws, firstErr
-}
-
-// reviewBatch awaits the reviews the batch's candidates wait for and commits what
-// the reviewers (or the timeout's defaults) decided; it returns how many
-// candidates were reviewed. Asked while reviews are awaited, the batch answers
-// each event's own status.
-func reviewBatch(ctx workflow.Context, st steps, tenant string, ws []*written, rv *reviewState, timeout time.Duration) (int, error) {
-	var soFar MemoryWriteBatchResult
-	for _, w := range ws {
-		soFar.Results = append(soFar.Results, w.soFar())
-	}
-	soFar.count()
-	rv.soFar = soFar
-	if err := awaitReview(ctx, tenant, rv, timeout, false); err != nil {
-		return 0, err
-	}
-	reviewed := 0
-	for _, w := range ws {
-		if len(w.pending) == 0 {
-			continue
-		}
-		if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
-			return reviewed, err
-		}
-		reviewed += len(w.pending)
-	}
-	st.flushIndex(ctx)
-	return reviewed, nil
+	awaitIndex(ctx, append(indexing, bw.startIndex(ctx)...))
+	return firstErr
 }
 
 // count sets the counts of the results' statuses.
@@ -292,44 +350,6 @@ func (r *MemoryWriteBatchResult) count() {
 			r.NoMemory++
 		}
 	}
-}
-
-// writeEvents writes the events of idx (one user's, in time order) into ws: as a
-// run (WriteRun), or one by one. done is how many it wrote, at least one; err names
-// the event that failed the batch.
-func writeEvents(ctx workflow.Context, st steps, opts MemoryWriteInput, events []memory.IngestEvent, idx []int, ws []*written, rv *reviewState, run bool) (done int, err error) {
-	var rr WriteRunResult
-	if run {
-		var a *MemoryActivities
-		wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
-		in := WriteRunInput{ExtractAttempts: opts.ExtractAttempts}
-		for _, i := range idx {
-			in.Records = append(in.Records, RecordInput{Event: events[i], WorkflowID: wfID})
-		}
-		if err := workflow.ExecuteLocalActivity(fastLocalActivity(ctx), a.WriteRun, in).Get(ctx, &rr); err != nil {
-			return 0, fmt.Errorf("events[%d]: %w", idx[0], err)
-		}
-	}
-	for j := range rr.Results {
-		i := idx[j]
-		wr, err := writeEventFrom(ctx, st, opts, events[i], rv, &rr.Results[j])
-		ws[i] = wr
-		if err != nil {
-			return j, fmt.Errorf("events[%d]: %w", i, err)
-		}
-	}
-	done = len(rr.Results)
-	if done == len(idx) || done > 0 && !rr.Results[done-1].Done {
-		return done, nil // all written, or the last goes on from its Record
-	}
-	// Not in a run (or the run left it: it fails for good): the event's own steps.
-	i := idx[done]
-	wr, err := writeEvent(ctx, st, opts, events[i], rv)
-	ws[i] = wr
-	if err != nil {
-		return done, fmt.Errorf("events[%d]: %w", i, err)
-	}
-	return done + 1, nil
 }
 
 // wallClock is the time now, recorded in the history (a side effect), so a replay

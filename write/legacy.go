@@ -1,7 +1,9 @@
 package write
 
-// Revisions 0 to 2 of MemoryWrite (memoryWriteSteps), and the per-step shape a
-// MemoryWriteBatch still runs (steps, written, writeEvent).
+// Revisions 0 to 2 of MemoryWrite (memoryWriteSteps), and MemoryWriteBatch
+// before revisions (memoryWriteBatchSteps: steps, written, writeEvent), versioned
+// by GetVersion markers (fast-write, mark-failed, batch-slices, batch-runs,
+// review-marks).
 //
 // A single write of revision 0 to 2 replays here: 0 is versioned by its
 // GetVersion markers (fast-write, mark-failed), 1 and 2 by their input's Revision,
@@ -14,9 +16,13 @@ package write
 //	temporal workflow count --query "WorkflowType='MemoryWrite' AND ExecutionStatus='Running' AND StartTime < '<the day revision 3 deployed>'"
 //
 // is 0, then delete it together with its histories in tests/replay/testdata
-// (memorywrite_*_rev0/_rev1/_rev2 and _v0).
+// (memorywrite_*_rev0/_rev1/_rev2 and _v0). The same holds for batches
+// (WorkflowType='MemoryWriteBatch', histories memorywritebatch_fast_unsliced,
+// _sliced and _runs); with both gone, this file, FastWrite, WriteRun and
+// asFastWrite go too.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -430,4 +436,146 @@ func (w *written) indexFacts(ctx workflow.Context, st steps, ev memory.IngestEve
 	if err := f.Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
 	}
+}
+
+// memoryWriteBatchSteps is MemoryWriteBatch before revision 3.
+func memoryWriteBatchSteps(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
+	st, slice := batchSteps(ctx, in)
+	if err := validBatch(in); err != nil {
+		return out, err
+	}
+	opts, par := batchOptions(in, st.fast)
+	first := in.Events[0]
+	_ = workflow.UpsertTypedSearchAttributes(ctx, memory.SearchAttrTenant.ValueSet(first.TenantID), memory.SearchAttrKind.ValueSet(WriteKind), SearchAttrReview.ValueSet(ReviewNone))
+	reviewCh := workflow.GetSignalChannel(ctx, SignalReview)
+	if err := registerReview(ctx, reviewCh, rv); err != nil {
+		return out, err
+	}
+
+	defer func() {
+		if len(in.Events) == 0 {
+			return
+		}
+		f := MarkFailedInput{TenantID: in.Events[0].TenantID}
+		for _, e := range in.Events {
+			f.Keys = append(f.Keys, e.IdempotencyKey)
+		}
+		markFailed(ctx, st, err, f)
+	}()
+	lb := &legacyBatch{st: st, opts: opts, events: in.Events, ws: make([]*written, len(in.Events)), rv: rv}
+	err = writeBatchEvents(ctx, lb, par, slice, func() bool {
+		return workflow.GetVersion(ctx, batchRunsChange, workflow.DefaultVersion, batchRunsVersion) >= batchRunsVersion
+	})
+	ws := lb.ws
+	if err != nil {
+		return out, err
+	}
+	if len(rv.pending) > 0 {
+		if out.Reviewed, err = reviewBatch(ctx, st, first.TenantID, ws, rv, opts.ReviewTimeout); err != nil {
+			return out, err
+		}
+	}
+	for _, w := range ws {
+		out.Results = append(out.Results, w.res)
+	}
+	out.count()
+	return out, nil
+}
+
+// batchSteps are the batch's steps by the versions it started under (the fast
+// path's local activities; slices of events per workflow task) and its slice.
+func batchSteps(ctx workflow.Context, in MemoryWriteBatchInput) (st steps, slice int) {
+	st = steps{fast: workflow.GetVersion(ctx, fastWriteChange, workflow.DefaultVersion, fastWriteVersion) >= fastWriteVersion}
+	if st.fast && len(in.Events) > 0 {
+		// The batch's turns and facts are embedded together, in chunks.
+		st.batched = &IndexInput{TenantID: in.Events[0].TenantID}
+	}
+	// slice: events per workflow task; 0: all (a batch started before batch-slices)
+	if st.fast && workflow.GetVersion(ctx, batchSlicesChange, workflow.DefaultVersion, batchSlicesVersion) >= batchSlicesVersion {
+		slice, st.regularIndex = cmp.Or(max(in.SliceEvents, 0), DefaultBatchSlice), true
+	}
+	return st, slice
+}
+
+// reviewBatch awaits the reviews the batch's candidates wait for and commits what
+// the reviewers (or the timeout's defaults) decided; it returns how many
+// candidates were reviewed. Asked while reviews are awaited, the batch answers
+// each event's own status.
+func reviewBatch(ctx workflow.Context, st steps, tenant string, ws []*written, rv *reviewState, timeout time.Duration) (int, error) {
+	var soFar MemoryWriteBatchResult
+	for _, w := range ws {
+		soFar.Results = append(soFar.Results, w.soFar())
+	}
+	soFar.count()
+	rv.soFar = soFar
+	if err := awaitReview(ctx, tenant, rv, timeout, false); err != nil {
+		return 0, err
+	}
+	reviewed := 0
+	for _, w := range ws {
+		if len(w.pending) == 0 {
+			continue
+		}
+		if err := w.commit(ctx, st, w.ev, w.pending, rv.verdicts); err != nil {
+			return reviewed, err
+		}
+		reviewed += len(w.pending)
+	}
+	st.flushIndex(ctx)
+	return reviewed, nil
+}
+
+// legacyBatch writes a batch's events as the batches before revision 3 did.
+type legacyBatch struct {
+	st     steps
+	opts   MemoryWriteInput
+	events []memory.IngestEvent
+	ws     []*written
+	rv     *reviewState
+}
+
+func (b *legacyBatch) write(ctx workflow.Context, idx []int, run bool) (int, error) {
+	return writeEvents(ctx, b.st, b.opts, b.events, idx, b.ws, b.rv, run)
+}
+
+func (b *legacyBatch) startIndex(ctx workflow.Context) []workflow.Future { return b.st.startIndex(ctx) }
+
+func (b *legacyBatch) eventsOf() []memory.IngestEvent { return b.events }
+
+// writeEvents writes the events of idx (one user's, in time order) into ws: as a
+// run (WriteRun), or one by one. done is how many it wrote, at least one; err names
+// the event that failed the batch.
+func writeEvents(ctx workflow.Context, st steps, opts MemoryWriteInput, events []memory.IngestEvent, idx []int, ws []*written, rv *reviewState, run bool) (done int, err error) {
+	var rr WriteRunResult
+	if run {
+		var a *MemoryActivities
+		wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+		in := WriteRunInput{ExtractAttempts: opts.ExtractAttempts}
+		for _, i := range idx {
+			in.Records = append(in.Records, RecordInput{Event: events[i], WorkflowID: wfID})
+		}
+		if err := workflow.ExecuteLocalActivity(fastLocalActivity(ctx), a.WriteRun, in).Get(ctx, &rr); err != nil {
+			return 0, fmt.Errorf("events[%d]: %w", idx[0], err)
+		}
+	}
+	for j := range rr.Results {
+		i := idx[j]
+		wr, err := writeEventFrom(ctx, st, opts, events[i], rv, &rr.Results[j])
+		ws[i] = wr
+		if err != nil {
+			return j, fmt.Errorf("events[%d]: %w", i, err)
+		}
+	}
+	done = len(rr.Results)
+	if done == len(idx) || done > 0 && !rr.Results[done-1].Done {
+		return done, nil // all written, or the last goes on from its Record
+	}
+	// Not in a run (or the run left it: it fails for good): the event's own steps.
+	i := idx[done]
+	wr, err := writeEvent(ctx, st, opts, events[i], rv)
+	ws[i] = wr
+	if err != nil {
+		return done, fmt.Errorf("events[%d]: %w", i, err)
+	}
+	return done + 1, nil
 }

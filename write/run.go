@@ -9,7 +9,7 @@ import (
 )
 
 // A batch writes each user's events in runs (batchRunsChange): one local activity,
-// WriteRun, writes a run of up to MaxRunEvents consecutive events of one user, each
+// WriteEvents (WriteRun before revision 3), writes a run of up to MaxRunEvents consecutive events of one user, each
 // as Write would (Record, the session, the in-process extractor, the outcome), in one
 // Postgres transaction. Per event the write path runs about ten statements, six of
 // them writes; each committed on its own waits for the WAL to reach the disk, and
@@ -18,30 +18,57 @@ import (
 // recall --history, 2,000 turns, 36 turns/s). A run commits once.
 const MaxRunEvents = 32
 
-// WriteRunInput is a run of one user's events in time order, as Record takes each
-// (without embedding: the batch embeds its turns in Index activities).
+// WriteEventsInput is a run of one user's events in time order, each as Write
+// takes it (without embedding: the batch embeds its turns in Index activities).
+type WriteEventsInput struct {
+	Events []WriteInput `json:"events"`
+}
+
+// WriteEventsResult is what WriteEvents did with the run's first len(Steps)
+// events, in order: each settled, or (the last only) left to the workflow's steps
+// (an extractor out of process). The events after those are left to the batch's
+// write of the event alone: the first of them failed in a way that must fail the
+// batch, which that write reports with the event's index.
+type WriteEventsResult struct {
+	Steps []WriteStep `json:"steps"`
+}
+
+// WriteEvents writes the run (a batch of revision 3). Statements run in
+// transactions of the run, committed before a governance step (which runs in its
+// own, as GovernCommit does) and at the end; every part is idempotent, so a run
+// again after a lost result (a killed worker, a failed commit) returns what the
+// first committed.
+func (a *MemoryActivities) WriteEvents(ctx context.Context, in WriteEventsInput) (WriteEventsResult, error) {
+	return runEvents(ctx, in, a.runSteps())
+}
+
+// WriteRunInput is the run of a batch that began before revision 3 (legacy.go).
 type WriteRunInput struct {
 	Records         []RecordInput `json:"records"`
 	ExtractAttempts int           `json:"extract_attempts"`
 }
 
-// WriteRunResult is what WriteRun did with the run's first len(Results) events, in
-// order: each Done, or (the last only) recorded and left to the write's own steps
-// (an extractor out of process). The events after those are left to the batch's
-// per-event write (writeEvent): the first of them failed in a way that must fail
-// the batch, which that write reports with the event's index.
+// WriteRunResult is WriteEventsResult in the shape that batch reads.
 type WriteRunResult struct {
 	Results []FastWriteResult `json:"results"`
 }
 
-// WriteRun writes the run, each event as Write does (without embedding: the batch
-// embeds in chunks), in the shape a batch reads (FastWriteResult). Statements run
-// in transactions of the run, committed
-// before a governance step (which runs in its own, as GovernCommit does) and at the
-// end; every part is idempotent, so a run again after a lost result (a killed
-// worker, a failed commit) returns what the first committed.
+// WriteRun is WriteEvents for a batch that began before revision 3.
 func (a *MemoryActivities) WriteRun(ctx context.Context, in WriteRunInput) (WriteRunResult, error) {
 	return writeRun(ctx, in, a.runSteps())
+}
+
+func writeRun(ctx context.Context, in WriteRunInput, st runSteps) (WriteRunResult, error) {
+	var ein WriteEventsInput
+	for _, r := range in.Records {
+		ein.Events = append(ein.Events, WriteInput{Event: r.Event, WorkflowID: r.WorkflowID, ExtractAttempts: in.ExtractAttempts})
+	}
+	out, err := runEvents(ctx, ein, st)
+	var res WriteRunResult
+	for _, step := range out.Steps {
+		res.Results = append(res.Results, asFastWrite(step))
+	}
+	return res, err
 }
 
 // runMemo holds, for one attempt of a run, what every event of it would look up
@@ -97,15 +124,15 @@ func (a *MemoryActivities) runSteps() runSteps {
 		}}
 }
 
-// writeRun is WriteRun over its steps.
-func writeRun(ctx context.Context, in WriteRunInput, st runSteps) (WriteRunResult, error) {
+// runEvents is WriteEvents over its steps.
+func runEvents(ctx context.Context, in WriteEventsInput, st runSteps) (WriteEventsResult, error) {
 	out, stop, err := writeRunOnce(ctx, in, st)
-	if err != nil || stop == len(in.Records) || stop == len(out.Results) {
+	if err != nil || stop == len(in.Events) || stop == len(out.Steps) {
 		return out, err
 	}
 	// Event stop failed for good after events of its transaction: those are written
 	// again (the same outcome, in a transaction of their own), event stop is left.
-	in.Records = in.Records[:stop]
+	in.Events = in.Events[:stop]
 	out, _, err = writeRunOnce(ctx, in, st)
 	return out, err
 }
@@ -114,7 +141,7 @@ func writeRun(ctx context.Context, in WriteRunInput, st runSteps) (WriteRunResul
 // needs steps out of process. Results holds the events written and committed: on a
 // failure for good, those committed before the transaction it failed in (rolled
 // back), so fewer than stop when that transaction held earlier events.
-func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out WriteRunResult, stop int, err error) {
+func writeRunOnce(ctx context.Context, in WriteEventsInput, st runSteps) (out WriteEventsResult, stop int, err error) {
 	ctx = withRunMemo(ctx)
 	var end func(bool) error      // the open transaction's, or nil
 	var tctx context.Context      // ctx with the open transaction
@@ -146,8 +173,8 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 	if _, err := begin(); err != nil {
 		return out, 0, err
 	}
-	committed := 0 // of out.Results, those committed
-	for i, r := range in.Records {
+	committed := 0 // of out.Steps, those committed
+	for i, r := range in.Events {
 		users[[2]string{r.Event.TenantID, r.Event.UserID}] = true
 		governed := false
 		p := st.parts
@@ -157,7 +184,7 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 			if err := commit(); err != nil {
 				return GovernCommitResult{}, err
 			}
-			committed, governed = len(out.Results), true
+			committed, governed = len(out.Steps), true
 			gc, err := st.governCommit(ctx, g)
 			if err != nil {
 				return gc, err
@@ -165,21 +192,21 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 			_, err = begin()
 			return gc, err
 		}
-		step, err := writeInProcess(tctx, WriteInput{Event: r.Event, WorkflowID: r.WorkflowID, ExtractAttempts: in.ExtractAttempts}, p)
-		fw := asFastWrite(step)
+		r.Embed, r.Hold = false, false
+		step, err := writeInProcess(tctx, r, p)
 		var ae *temporal.ApplicationError
 		switch {
 		case err != nil && errors.As(err, &ae) && ae.NonRetryable():
 			// Left to the per-event write, which fails the batch naming the event.
-			return WriteRunResult{Results: out.Results[:committed]}, i, nil
+			return WriteEventsResult{Steps: out.Steps[:committed]}, i, nil
 		case err != nil:
-			return WriteRunResult{}, i, err // the whole run again
+			return WriteEventsResult{}, i, err // the whole run again
 		}
-		out.Results = append(out.Results, fw)
+		out.Steps = append(out.Steps, step)
 		if governed {
-			committed = len(out.Results) // GovernCommit committed the outcome
+			committed = len(out.Steps) // GovernCommit committed the outcome
 		}
-		if !fw.Done {
+		if step.Result.Status == "" {
 			// The extractor runs out of process: the write's own steps go on from Record.
 			break
 		}
@@ -189,9 +216,9 @@ func writeRunOnce(ctx context.Context, in WriteRunInput, st runSteps) (out Write
 		if errors.As(err, &ae) && ae.NonRetryable() {
 			// Left to the per-event writes: the first event of the transaction fails
 			// the batch (being erased, it is refused).
-			return WriteRunResult{Results: out.Results[:committed]}, committed, nil
+			return WriteEventsResult{Steps: out.Steps[:committed]}, committed, nil
 		}
-		return WriteRunResult{}, len(out.Results), err
+		return WriteEventsResult{}, len(out.Steps), err
 	}
-	return out, len(out.Results), nil
+	return out, len(out.Steps), nil
 }

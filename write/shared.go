@@ -74,8 +74,11 @@ type MemoryWriteInput struct {
 //	   in process (Record, the session, an in-process extractor, then the outcome)
 //	   and returns the workflow's own result; what it leaves (an extractor out of
 //	   process, review, a failed side step) runs as those same steps. Record does
-//	   one thing. Revisions 0 to 2 replay through legacy.go, to be deleted once no
-//	   write of theirs can be open (see there).
+//	   one thing. A batch carries the revision too (StartBatch): its runs of one
+//	   user's events are WriteEvents local activities, each event as Write, and
+//	   what a run leaves runs as the single write's steps (writeOne), with no
+//	   GetVersion. Revisions 0 to 2, and batches started without a revision,
+//	   replay through legacy.go, to be deleted once none can be open (see there).
 const WriteRevision = 3
 
 // Write outcomes.

@@ -79,7 +79,15 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in MemoryWrit
 
 // StartBatch starts, or joins, the MemoryWriteBatch of batchKey.
 func StartBatch(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput) (client.WorkflowRun, error) {
-	return c.ExecuteWorkflow(ctx, eager(StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))), MemoryWriteBatchName, in)
+	return c.ExecuteWorkflow(ctx, eager(StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))), MemoryWriteBatchName, batchAtRevision(in))
+}
+
+// batchAtRevision is in at the current WriteRevision, unless its starter chose one.
+func batchAtRevision(in MemoryWriteBatchInput) MemoryWriteBatchInput {
+	if in.Revision == 0 {
+		in.Revision = WriteRevision
+	}
+	return in
 }
 
 // Waited is what a caller of StartAndWait learns.
@@ -115,7 +123,7 @@ func StartAndWait(ctx context.Context, c client.Client, n *Notices, taskQueue st
 // StartBatchAndWait is StartAndWait for the MemoryWriteBatch of batchKey.
 func StartBatchAndWait(ctx context.Context, c client.Client, taskQueue, tenantID, batchKey string, in MemoryWriteBatchInput, wait time.Duration) (Waited[MemoryWriteBatchResult], error) {
 	opts := StartOptions(taskQueue, MemoryWriteBatchWorkflowID(tenantID, batchKey))
-	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, in, wait, nil)
+	return startAndWait[MemoryWriteBatchResult](ctx, c, opts, MemoryWriteBatchName, batchAtRevision(in), wait, nil)
 }
 
 // startTimeout bounds the start of a write that a caller waits on. The start has

@@ -197,13 +197,17 @@ type writeOne struct {
 	in   MemoryWriteInput
 	rv   *reviewState
 	step WriteStep
+	// gathered, in a batch, gathers what is stored without its vector, which the
+	// batch embeds in chunks; a single write stores the vectors with the rows and
+	// indexes what that left at once.
+	gathered *IndexInput
 }
 
 // write runs the Write step and what it leaves to the workflow.
 func (w *writeOne) write(ctx workflow.Context) error {
 	var a *MemoryActivities
 	wi := WriteInput{Event: w.ev, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, ExtractAttempts: w.in.ExtractAttempts,
-		Embed: true, Hold: w.in.PauseBeforeCommit > 0}
+		Embed: w.gathered == nil, Hold: w.in.PauseBeforeCommit > 0}
 	if err := localStep(ctx, a.Write, wi).Get(ctx, &w.step); err != nil {
 		return err
 	}
@@ -261,8 +265,13 @@ func (w *writeOne) finishHeld(ctx workflow.Context) error {
 func (w *writeOne) sideSteps(ctx workflow.Context) func() {
 	var a *MemoryActivities
 	var fs []workflow.Future
-	if u := w.step.Unindexed; len(u.EvidenceIDs) > 0 {
-		fs = append(fs, localStep(ctx, a.Index, IndexInput{TenantID: u.TenantID, EvidenceIDs: u.EvidenceIDs}))
+	if u := &w.step.Unindexed; len(u.EvidenceIDs) > 0 {
+		if w.gathered != nil {
+			w.gathered.EvidenceIDs = append(w.gathered.EvidenceIDs, u.EvidenceIDs...)
+		} else {
+			fs = append(fs, localStep(ctx, a.Index, IndexInput{TenantID: u.TenantID, EvidenceIDs: u.EvidenceIDs}))
+		}
+		u.EvidenceIDs = nil
 	}
 	if w.step.Session != nil {
 		fs = append(fs, localStep(ctx, a.UpdateSession, *w.step.Session))
@@ -310,7 +319,7 @@ func (w *writeOne) commit(ctx workflow.Context, items []Governed, verdicts map[s
 	var a *MemoryActivities
 	var com CommitResult
 	in := CommitInput{Event: w.ev, EventID: w.step.Result.EventID, EvidenceID: w.step.Result.EvidenceID,
-		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: items, Verdicts: verdicts, Embed: true}
+		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Items: items, Verdicts: verdicts, Embed: w.gathered == nil}
 	if err := localStep(ctx, a.Commit, in).Get(ctx, &com); err != nil {
 		return err
 	}
@@ -337,6 +346,11 @@ func (w *writeOne) indexFacts(ctx workflow.Context) {
 	if len(u.FactIDs) == 0 {
 		return
 	}
+	if w.gathered != nil {
+		w.gathered.FactIDs = append(w.gathered.FactIDs, u.FactIDs...)
+		u.FactIDs = nil
+		return
+	}
 	var a *MemoryActivities
 	if err := localStep(ctx, a.Index, IndexInput{TenantID: w.ev.TenantID, FactIDs: u.FactIDs}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("index failed; facts are committed without vectors", "error", err)
@@ -344,12 +358,14 @@ func (w *writeOne) indexFacts(ctx workflow.Context) {
 	u.FactIDs = nil
 }
 
-// soFar is the write's result while its candidates wait for review:
-// PENDING_REVIEW with what was committed without a reviewer.
+// soFar is the write's result while candidates wait for review: PENDING_REVIEW
+// with what was committed without a reviewer when its own do, else its result.
 func (w *writeOne) soFar() MemoryWriteResult {
 	res := w.step.Result
 	res.Results = slices.Clone(res.Results)
-	res.Status = WritePendingReview
+	if len(w.step.Pending) > 0 {
+		res.Status = WritePendingReview
+	}
 	return res
 }
 

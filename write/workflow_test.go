@@ -70,6 +70,8 @@ type writeHarness struct {
 	// governs with it, or fails with governErr, and commits through the Commit mock.
 	governItems []Governed
 	governErr   error
+	// governFn, when set, decides each event's items instead (a batch's).
+	governFn func(GovernInput) []Governed
 	// sessionUnupdated: the session's update in Write fails (left to its step).
 	sessionUnupdated bool
 }
@@ -109,33 +111,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		return UpdateSessionResult{Appended: true, TurnCount: 1}, nil
 	}
 	h.env.OnActivity(wa.UpdateSession, mock.Anything, mock.Anything).Return(session)
-	governCommit := func(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
-		h.mu.Lock()
-		h.governs = append(h.governs, in)
-		h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
-		items, gerr := h.governItems, h.governErr
-		h.mu.Unlock()
-		var out GovernCommitResult
-		if gerr != nil {
-			return out, gerr
-		}
-		var now []Governed
-		for _, it := range items {
-			if it.Decision.Status == memory.CandidateNeedsConfirmation {
-				out.Pending = append(out.Pending, it)
-			} else {
-				now = append(now, it)
-			}
-		}
-		if len(now) > 0 {
-			com, err := h.commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
-			if err != nil {
-				return out, err
-			}
-			out.Committed = com
-		}
-		return out, nil
-	}
+	governCommit := h.governCommit
 	h.env.OnActivity(wa.GovernCommit, mock.Anything, mock.Anything).Return(governCommit)
 	h.env.OnActivity(wa.Index, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in IndexInput) error {
@@ -163,32 +139,7 @@ func newWriteHarness(t *testing.T) *writeHarness {
 			return session(ctx, in)
 		}}
 	p.extract, p.validate = h.inProcessExtractor()
-	h.env.OnActivity(wa.Write, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in WriteInput) (WriteStep, error) {
-			h.note("write")
-			step, err := writeInProcess(ctx, in, p)
-			if err == nil {
-				h.mu.Lock()
-				h.steps = append(h.steps, step)
-				h.mu.Unlock()
-			}
-			return step, err
-		})
-	h.env.OnActivity(wa.WriteRun, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in WriteRunInput) (WriteRunResult, error) {
-			h.note(fmt.Sprintf("run:%d", len(in.Records)))
-			return writeRun(ctx, in, runSteps{parts: p,
-				refuse: func(context.Context, string, string) error { return nil },
-				begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
-					return ctx, func(bool) error { return nil }, nil
-				}})
-		})
-	h.env.OnActivity(wa.FastWrite, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
-			h.note("fast")
-			step, err := writeInProcess(ctx, in.writeInput(true), p)
-			return asFastWrite(step), err
-		})
+	h.inProcess(p)
 	h.env.OnActivity(wa.MarkFailed, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in MarkFailedInput) (int, error) {
 			h.mu.Lock()
@@ -214,6 +165,78 @@ func newWriteHarness(t *testing.T) *writeHarness {
 		h.mu.Unlock()
 	})
 	return h
+}
+
+// governCommit is the GovernCommit mock: governItems (or governFn's) decided, the
+// ACCEPTED committed through the Commit mock, or governErr.
+func (h *writeHarness) governCommit(ctx context.Context, in GovernInput) (GovernCommitResult, error) {
+	h.mu.Lock()
+	h.governs = append(h.governs, in)
+	h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
+	items, gerr := h.governItems, h.governErr
+	if h.governFn != nil {
+		items = h.governFn(in)
+	}
+	h.mu.Unlock()
+	var out GovernCommitResult
+	if gerr != nil {
+		return out, gerr
+	}
+	var now []Governed
+	for _, it := range items {
+		if it.Decision.Status == memory.CandidateNeedsConfirmation {
+			out.Pending = append(out.Pending, it)
+		} else {
+			now = append(now, it)
+		}
+	}
+	if len(now) > 0 {
+		com, err := h.commit(ctx, CommitInput{Event: in.Event, EventID: in.EventID, EvidenceID: in.EvidenceID, WorkflowID: in.WorkflowID, Items: now, Embed: in.Embed})
+		if err != nil {
+			return out, err
+		}
+		out.Committed = com
+	}
+	return out, nil
+}
+
+// inProcess mocks the activities that run the write's steps in process (Write,
+// and the FastWrite and WriteRun of older shapes, and a batch's WriteEvents) with
+// the harness's own steps, p, in a row.
+func (h *writeHarness) inProcess(p parts) {
+	h.env.OnActivity(wa.Write, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in WriteInput) (WriteStep, error) {
+			h.note("write")
+			step, err := writeInProcess(ctx, in, p)
+			if err == nil {
+				h.mu.Lock()
+				h.steps = append(h.steps, step)
+				h.mu.Unlock()
+			}
+			return step, err
+		})
+	// A run's transactions are the harness's: none to commit, no user being erased.
+	run := runSteps{parts: p,
+		refuse: func(context.Context, string, string) error { return nil },
+		begin: func(ctx context.Context) (context.Context, func(bool) error, error) {
+			return ctx, func(bool) error { return nil }, nil
+		}}
+	h.env.OnActivity(wa.WriteRun, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in WriteRunInput) (WriteRunResult, error) {
+			h.note(fmt.Sprintf("run:%d", len(in.Records)))
+			return writeRun(ctx, in, run)
+		})
+	h.env.OnActivity(wa.WriteEvents, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in WriteEventsInput) (WriteEventsResult, error) {
+			h.note(fmt.Sprintf("run:%d", len(in.Events)))
+			return runEvents(ctx, in, run)
+		})
+	h.env.OnActivity(wa.FastWrite, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in FastWriteInput) (FastWriteResult, error) {
+			h.note("fast")
+			step, err := writeInProcess(ctx, in.writeInput(true), p)
+			return asFastWrite(step), err
+		})
 }
 
 // inProcessExtractor is the in-process extractor Write runs: attempt after attempt
@@ -963,85 +986,90 @@ func batchHarness(t *testing.T) *writeHarness {
 			}
 			return ValidateResult{Candidates: []memory.Candidate{cand("seat", in.Raw, memory.OriginStated)}}, nil
 		})
+	h.governFn = func(in GovernInput) []Governed {
+		id := "c-" + in.Event.IdempotencyKey
+		if strings.Contains(in.Event.Content, "maybe") {
+			return []Governed{governed(id, memory.CandidateNeedsConfirmation, "reject")}
+		}
+		return []Governed{governed(id, memory.CandidateAccepted, "reject")}
+	}
 	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in GovernInput) (GovernResult, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.governs = append(h.governs, in)
 			h.log = append(h.log, "govern:"+in.Event.IdempotencyKey)
-			id := "c-" + in.Event.IdempotencyKey
-			if strings.Contains(in.Event.Content, "maybe") {
-				return GovernResult{Items: []Governed{governed(id, memory.CandidateNeedsConfirmation, "reject")}}, nil
-			}
-			return GovernResult{Items: []Governed{governed(id, memory.CandidateAccepted, "reject")}}, nil
+			return GovernResult{Items: h.governFn(in)}, nil
 		})
 	return h
 }
 
 func TestMemoryWriteBatch(t *testing.T) {
-	h := batchHarness(t)
-	// Input order is not time order; each user's events must run in time order.
-	evs := []memory.IngestEvent{
-		event("u1-c", "u1", "maybe a window seat", t0.Add(3*time.Hour)),
-		event("u2-b", "u2", "garbled", t0.Add(2*time.Hour)),
-		event("u1-a", "u1", "aisle seat", t0.Add(1*time.Hour)),
-		event("u2-a", "u2", "vegetarian meals", t0.Add(1*time.Hour)),
-		event("u1-b", "u1", "nothing here", t0.Add(2*time.Hour)),
-	}
-	pending := h.pendingAt(time.Hour)
-	confirm := governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}
-	h.signal(2*time.Hour, ReviewRequest{CandidateID: "c-u1-c", Verdict: confirm})
+	forRevisions(t, func(t *testing.T, rev int) {
+		h := batchHarness(t)
+		// Input order is not time order; each user's events must run in time order.
+		evs := []memory.IngestEvent{
+			event("u1-c", "u1", "maybe a window seat", t0.Add(3*time.Hour)),
+			event("u2-b", "u2", "garbled", t0.Add(2*time.Hour)),
+			event("u1-a", "u1", "aisle seat", t0.Add(1*time.Hour)),
+			event("u2-a", "u2", "vegetarian meals", t0.Add(1*time.Hour)),
+			event("u1-b", "u1", "nothing here", t0.Add(2*time.Hour)),
+		}
+		pending := h.pendingAt(time.Hour)
+		confirm := governance.Verdict{Kind: governance.VerdictConfirm, Reviewer: "alice"}
+		h.signal(2*time.Hour, ReviewRequest{CandidateID: "c-u1-c", Verdict: confirm})
 
-	h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Parallelism: 2, ExtractAttempts: 2})
+		h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Parallelism: 2, ExtractAttempts: 2, Revision: rev})
 
-	require.True(t, h.env.IsWorkflowCompleted())
-	require.NoError(t, h.env.GetWorkflowError())
-	var res MemoryWriteBatchResult
-	require.NoError(t, h.env.GetWorkflowResult(&res))
+		require.True(t, h.env.IsWorkflowCompleted())
+		require.NoError(t, h.env.GetWorkflowError())
+		var res MemoryWriteBatchResult
+		require.NoError(t, h.env.GetWorkflowResult(&res))
 
-	perUser := map[string][]string{}
-	for _, r := range h.records {
-		perUser[r.Event.UserID] = append(perUser[r.Event.UserID], r.Event.IdempotencyKey)
-		assert.Equal(t, "write-batch/acme/b1", r.WorkflowID)
-	}
-	assert.Equal(t, []string{"u1-a", "u1-b", "u1-c"}, perUser["u1"])
-	assert.Equal(t, []string{"u2-a", "u2-b"}, perUser["u2"])
-	// Governance too sees each user's events in time order.
-	govPerUser := map[string][]string{}
-	for _, g := range h.governs {
-		govPerUser[g.Event.UserID] = append(govPerUser[g.Event.UserID], g.Event.IdempotencyKey)
-	}
-	assert.Equal(t, []string{"u1-a", "u1-c"}, govPerUser["u1"])
-	assert.Equal(t, []string{"u2-a"}, govPerUser["u2"])
+		perUser := map[string][]string{}
+		for _, r := range h.records {
+			perUser[r.Event.UserID] = append(perUser[r.Event.UserID], r.Event.IdempotencyKey)
+			assert.Equal(t, "write-batch/acme/b1", r.WorkflowID)
+		}
+		assert.Equal(t, []string{"u1-a", "u1-b", "u1-c"}, perUser["u1"])
+		assert.Equal(t, []string{"u2-a", "u2-b"}, perUser["u2"])
+		// Governance too sees each user's events in time order.
+		govPerUser := map[string][]string{}
+		for _, g := range h.governs {
+			govPerUser[g.Event.UserID] = append(govPerUser[g.Event.UserID], g.Event.IdempotencyKey)
+		}
+		assert.Equal(t, []string{"u1-a", "u1-c"}, govPerUser["u1"])
+		assert.Equal(t, []string{"u2-a"}, govPerUser["u2"])
 
-	assert.Equal(t, []string{"c-u1-c"}, *pending)
-	require.Len(t, res.Results, 5)
-	want := []string{WriteCommitted, WriteUnparsed, WriteCommitted, WriteCommitted, WriteNoMemory}
-	for i, r := range res.Results {
-		assert.Equal(t, want[i], r.Status, "results[%d] (%s)", i, evs[i].IdempotencyKey)
-		assert.Equal(t, "ev-"+evs[i].IdempotencyKey, r.EventID, "results are in input order")
-	}
-	assert.Equal(t, 2, res.Results[1].Attempts)
-	assert.Equal(t, 3, res.Committed)
-	assert.Equal(t, 1, res.Unparsed)
-	assert.Equal(t, 1, res.NoMemory)
-	assert.Equal(t, 1, res.Reviewed)
+		assert.Equal(t, []string{"c-u1-c"}, *pending)
+		require.Len(t, res.Results, 5)
+		want := []string{WriteCommitted, WriteUnparsed, WriteCommitted, WriteCommitted, WriteNoMemory}
+		for i, r := range res.Results {
+			assert.Equal(t, want[i], r.Status, "results[%d] (%s)", i, evs[i].IdempotencyKey)
+			assert.Equal(t, "ev-"+evs[i].IdempotencyKey, r.EventID, "results are in input order")
+		}
+		assert.Equal(t, 2, res.Results[1].Attempts)
+		assert.Equal(t, 3, res.Committed)
+		assert.Equal(t, 1, res.Unparsed)
+		assert.Equal(t, 1, res.NoMemory)
+		assert.Equal(t, 1, res.Reviewed)
 
-	// Two immediate commits, then the reviewed one with its verdict.
-	require.Len(t, h.commits, 3)
-	last := h.commits[2]
-	assert.Equal(t, []string{"c-u1-c"}, itemIDs(last.Items))
-	assert.Equal(t, "ev-u1-c", last.EventID)
-	assert.Equal(t, "u1-c", last.Event.IdempotencyKey)
-	assert.Equal(t, map[string]governance.Verdict{"c-u1-c": confirm}, last.Verdicts)
-	require.Len(t, res.Results[0].Results, 1)
-	assert.Equal(t, "alice", res.Results[0].Results[0].Reviewer)
-	marks := map[string]string{}
-	for _, m := range h.marks {
-		marks[m.EventID] = string(m.Status)
-	}
-	assert.Equal(t, map[string]string{"ev-u2-b": "UNPARSED", "ev-u1-b": "COMMITTED"}, marks)
-	assert.Equal(t, []string{ReviewNone, ReviewPending, ReviewDone}, h.review)
+		// Two immediate commits, then the reviewed one with its verdict.
+		require.Len(t, h.commits, 3)
+		last := h.commits[2]
+		assert.Equal(t, []string{"c-u1-c"}, itemIDs(last.Items))
+		assert.Equal(t, "ev-u1-c", last.EventID)
+		assert.Equal(t, "u1-c", last.Event.IdempotencyKey)
+		assert.Equal(t, map[string]governance.Verdict{"c-u1-c": confirm}, last.Verdicts)
+		require.Len(t, res.Results[0].Results, 1)
+		assert.Equal(t, "alice", res.Results[0].Results[0].Reviewer)
+		marks := map[string]string{}
+		for _, m := range h.marks {
+			marks[m.EventID] = string(m.Status)
+		}
+		assert.Equal(t, map[string]string{"ev-u2-b": "UNPARSED", "ev-u1-b": "COMMITTED"}, marks)
+		assert.Equal(t, []string{ReviewNone, ReviewPending, ReviewDone}, h.review)
+	})
 }
 
 // A batch writes at most SliceEvents events per workflow task: each slice ends
@@ -1049,127 +1077,135 @@ func TestMemoryWriteBatch(t *testing.T) {
 // embedded once (each slice's in Index steps of its own). With the default
 // slice a small batch is one slice.
 func TestMemoryWriteBatchSlices(t *testing.T) {
-	var evs []memory.IngestEvent
-	for i, u := range []string{"u1", "u2", "u1", "u3", "u2", "u1", "u3"} {
-		evs = append(evs, event(fmt.Sprintf("%s-%d", u, i), u, fmt.Sprintf("aisle seat %d", i), t0.Add(time.Duration(i)*time.Minute)))
-	}
-	// With slices of 2, the 7 events take at least 4 tasks: 3 timers, more when a
-	// user's run (WriteRun) leaves a slice part full for users that wait.
-	for _, tc := range []struct {
-		slice, timers, most int
-	}{{2, 3, 6}, {0, 0, 0}} {
-		t.Run(fmt.Sprintf("slice %d", tc.slice), func(t *testing.T) {
-			h := batchHarness(t)
-			// Each slice ends with a timer (the next task starts with it, or with an
-			// earlier slice's embedding).
-			h.env.SetOnTimerScheduledListener(func(string, time.Duration) { h.note("slice") })
-			h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Parallelism: 3, SliceEvents: tc.slice})
-			require.True(t, h.env.IsWorkflowCompleted())
-			require.NoError(t, h.env.GetWorkflowError())
-			var res MemoryWriteBatchResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
-			assert.Equal(t, len(evs), res.Committed)
+	forRevisions(t, func(t *testing.T, rev int) {
+		var evs []memory.IngestEvent
+		for i, u := range []string{"u1", "u2", "u1", "u3", "u2", "u1", "u3"} {
+			evs = append(evs, event(fmt.Sprintf("%s-%d", u, i), u, fmt.Sprintf("aisle seat %d", i), t0.Add(time.Duration(i)*time.Minute)))
+		}
+		// With slices of 2, the 7 events take at least 4 tasks: 3 timers, more when a
+		// user's run (WriteRun) leaves a slice part full for users that wait.
+		for _, tc := range []struct {
+			slice, timers, most int
+		}{{2, 3, 6}, {0, 0, 0}} {
+			t.Run(fmt.Sprintf("slice %d", tc.slice), func(t *testing.T) {
+				h := batchHarness(t)
+				// Each slice ends with a timer (the next task starts with it, or with an
+				// earlier slice's embedding).
+				h.env.SetOnTimerScheduledListener(func(string, time.Duration) { h.note("slice") })
+				h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Parallelism: 3, SliceEvents: tc.slice, Revision: rev})
+				require.True(t, h.env.IsWorkflowCompleted())
+				require.NoError(t, h.env.GetWorkflowError())
+				var res MemoryWriteBatchResult
+				require.NoError(t, h.env.GetWorkflowResult(&res))
+				assert.Equal(t, len(evs), res.Committed)
 
-			assert.GreaterOrEqual(t, h.called("slice"), tc.timers)
-			assert.LessOrEqual(t, h.called("slice"), tc.most)
-			perSlice, most := 0, 0
-			for _, l := range h.log {
-				switch {
-				case l == "slice":
-					perSlice = 0
-				case strings.HasPrefix(l, "record:"):
-					perSlice++
-					most = max(most, perSlice)
+				assert.GreaterOrEqual(t, h.called("slice"), tc.timers)
+				assert.LessOrEqual(t, h.called("slice"), tc.most)
+				perSlice, most := 0, 0
+				for _, l := range h.log {
+					switch {
+					case l == "slice":
+						perSlice = 0
+					case strings.HasPrefix(l, "record:"):
+						perSlice++
+						most = max(most, perSlice)
+					}
 				}
-			}
-			if tc.slice > 0 {
-				assert.Equal(t, tc.slice, most, "events written in one workflow task")
-			}
-			perUser := map[string][]string{}
-			for _, r := range h.records {
-				perUser[r.Event.UserID] = append(perUser[r.Event.UserID], r.Event.IdempotencyKey)
-			}
-			assert.Equal(t, []string{"u1-0", "u1-2", "u1-5"}, perUser["u1"])
-			assert.Equal(t, []string{"u2-1", "u2-4"}, perUser["u2"])
-			assert.Equal(t, []string{"u3-3", "u3-6"}, perUser["u3"])
-			var indexed []string
-			for _, in := range h.indexes {
-				indexed = append(indexed, in.EvidenceIDs...)
-			}
-			var want []string
-			for _, e := range evs {
-				want = append(want, "evd-"+e.IdempotencyKey)
-			}
-			assert.ElementsMatch(t, want, indexed, "every turn embedded once")
-		})
-	}
+				if tc.slice > 0 {
+					assert.Equal(t, tc.slice, most, "events written in one workflow task")
+				}
+				perUser := map[string][]string{}
+				for _, r := range h.records {
+					perUser[r.Event.UserID] = append(perUser[r.Event.UserID], r.Event.IdempotencyKey)
+				}
+				assert.Equal(t, []string{"u1-0", "u1-2", "u1-5"}, perUser["u1"])
+				assert.Equal(t, []string{"u2-1", "u2-4"}, perUser["u2"])
+				assert.Equal(t, []string{"u3-3", "u3-6"}, perUser["u3"])
+				var indexed []string
+				for _, in := range h.indexes {
+					indexed = append(indexed, in.EvidenceIDs...)
+				}
+				var want []string
+				for _, e := range evs {
+					want = append(want, "evd-"+e.IdempotencyKey)
+				}
+				assert.ElementsMatch(t, want, indexed, "every turn embedded once")
+			})
+		}
+	})
 }
 
 // Batch review times out after ReviewTimeout seconds.
 func TestMemoryWriteBatchReviewTimeout(t *testing.T) {
-	h := batchHarness(t)
-	evs := []memory.IngestEvent{event("u1-a", "u1", "maybe aisle", t0)}
+	forRevisions(t, func(t *testing.T, rev int) {
+		h := batchHarness(t)
+		evs := []memory.IngestEvent{event("u1-a", "u1", "maybe aisle", t0)}
 
-	h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, ReviewTimeout: 3600})
+		h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, ReviewTimeout: 3600, Revision: rev})
 
-	require.NoError(t, h.env.GetWorkflowError())
-	var res MemoryWriteBatchResult
-	require.NoError(t, h.env.GetWorkflowResult(&res))
-	assert.Equal(t, 1, res.Reviewed)
-	require.Len(t, h.commits, 1)
-	v := h.commits[0].Verdicts["c-u1-a"]
-	assert.Equal(t, governance.VerdictReject, v.Kind)
-	assert.Equal(t, "engram:review-timeout", v.Reviewer)
-	d := h.commitAt[0].Sub(h.started)
-	assert.True(t, d >= time.Hour && d < 2*time.Hour, "%s", d)
+		require.NoError(t, h.env.GetWorkflowError())
+		var res MemoryWriteBatchResult
+		require.NoError(t, h.env.GetWorkflowResult(&res))
+		assert.Equal(t, 1, res.Reviewed)
+		require.Len(t, h.commits, 1)
+		v := h.commits[0].Verdicts["c-u1-a"]
+		assert.Equal(t, governance.VerdictReject, v.Kind)
+		assert.Equal(t, "engram:review-timeout", v.Reviewer)
+		d := h.commitAt[0].Sub(h.started)
+		assert.True(t, d >= time.Hour && d < 2*time.Hour, "%s", d)
+	})
 }
 
 func TestMemoryWriteBatchBadInput(t *testing.T) {
-	many := make([]memory.IngestEvent, MaxBatchEvents+1)
-	for i := range many {
-		many[i] = event(fmt.Sprintf("k%d", i), "u1", "x", t0)
-	}
-	bad := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u2", "y", t0), event("c", "", "z", t0)}
-	for _, tc := range []struct {
-		name   string
-		events []memory.IngestEvent
-		want   string
-	}{
-		{"empty", nil, "events: is empty"},
-		{"too many", many, fmt.Sprintf("a batch holds at most %d", MaxBatchEvents)},
-		{"invalid event", bad, "events[2].user_id"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := batchHarness(t)
-			h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: tc.events})
-			require.True(t, h.env.IsWorkflowCompleted())
-			err := h.env.GetWorkflowError()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-			var ae *temporal.ApplicationError
-			require.True(t, errors.As(err, &ae))
-			assert.Equal(t, memory.ErrTypeBadInput, ae.Type())
-			assert.True(t, ae.NonRetryable())
-			assert.Empty(t, h.log, "no activity runs")
-		})
-	}
+	forRevisions(t, func(t *testing.T, rev int) {
+		many := make([]memory.IngestEvent, MaxBatchEvents+1)
+		for i := range many {
+			many[i] = event(fmt.Sprintf("k%d", i), "u1", "x", t0)
+		}
+		bad := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u2", "y", t0), event("c", "", "z", t0)}
+		for _, tc := range []struct {
+			name   string
+			events []memory.IngestEvent
+			want   string
+		}{
+			{"empty", nil, "events: is empty"},
+			{"too many", many, fmt.Sprintf("a batch holds at most %d", MaxBatchEvents)},
+			{"invalid event", bad, "events[2].user_id"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := batchHarness(t)
+				h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: tc.events, Revision: rev})
+				require.True(t, h.env.IsWorkflowCompleted())
+				err := h.env.GetWorkflowError()
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.want)
+				var ae *temporal.ApplicationError
+				require.True(t, errors.As(err, &ae))
+				assert.Equal(t, memory.ErrTypeBadInput, ae.Type())
+				assert.True(t, ae.NonRetryable())
+				assert.Empty(t, h.log, "no activity runs")
+			})
+		}
+	})
 }
 
 // An activity failure in the batch names the event.
 func TestMemoryWriteBatchActivityErrorNamesEvent(t *testing.T) {
-	h := newWriteHarness(t)
-	h.extractAlways()
-	h.env.OnActivity(wa.Validate, mock.Anything, mock.Anything).
-		Return(ValidateResult{}, temporal.NewNonRetryableApplicationError("unknown schema", memory.ErrTypeUnknownSchema, nil))
-	evs := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u1", "y", t0.Add(time.Minute))}
+	forRevisions(t, func(t *testing.T, rev int) {
+		h := newWriteHarness(t)
+		h.extractAlways()
+		h.env.OnActivity(wa.Validate, mock.Anything, mock.Anything).
+			Return(ValidateResult{}, temporal.NewNonRetryableApplicationError("unknown schema", memory.ErrTypeUnknownSchema, nil))
+		evs := []memory.IngestEvent{event("a", "u1", "x", t0), event("b", "u1", "y", t0.Add(time.Minute))}
 
-	h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs})
+		h.env.ExecuteWorkflow(MemoryWriteBatch, MemoryWriteBatchInput{Events: evs, Revision: rev})
 
-	err := h.env.GetWorkflowError()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "events[0]")
-	assert.Contains(t, err.Error(), "unknown schema")
-	assert.Equal(t, 1, h.called("record"), "the user's later events are not written after a failure")
+		err := h.env.GetWorkflowError()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "events[0]")
+		assert.Contains(t, err.Error(), "unknown schema")
+		assert.Equal(t, 1, h.called("record"), "the user's later events are not written after a failure")
+	})
 }
 
 // A write that fails (here governance, with an error retrying cannot fix) marks its
@@ -1231,19 +1267,22 @@ func TestMemoryWriteIdempotencyConflictMarksNothing(t *testing.T) {
 
 // A failed batch marks the events it did not finish FAILED, by key.
 func TestMemoryWriteBatchFailureMarksItsEventsFailed(t *testing.T) {
-	h := newWriteHarness(t)
-	h.extractAlways()
-	h.validateAlways(cand("seat", "aisle", memory.OriginStated))
-	h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
-		temporal.NewNonRetryableApplicationError("boom", memory.ErrTypeBadInput, nil))
-	in := MemoryWriteBatchInput{Events: []memory.IngestEvent{event("b1", "u1", "aisle seat", t0), event("b2", "u2", "window seat", t0)}}
+	forRevisions(t, func(t *testing.T, rev int) {
+		h := newWriteHarness(t)
+		h.extractAlways()
+		h.validateAlways(cand("seat", "aisle", memory.OriginStated))
+		h.env.OnActivity(wa.Govern, mock.Anything, mock.Anything).Return(GovernResult{},
+			temporal.NewNonRetryableApplicationError("boom", memory.ErrTypeBadInput, nil))
+		h.governErr = temporal.NewNonRetryableApplicationError("boom", memory.ErrTypeBadInput, nil)
+		in := MemoryWriteBatchInput{Events: []memory.IngestEvent{event("b1", "u1", "aisle seat", t0), event("b2", "u2", "window seat", t0)}, Revision: rev}
 
-	h.env.ExecuteWorkflow(MemoryWriteBatch, in)
+		h.env.ExecuteWorkflow(MemoryWriteBatch, in)
 
-	require.Error(t, h.env.GetWorkflowError())
-	require.Len(t, h.failed, 1)
-	assert.Equal(t, []string{"b1", "b2"}, h.failed[0].Keys)
-	assert.Contains(t, h.failed[0].Reason, "boom")
+		require.Error(t, h.env.GetWorkflowError())
+		require.Len(t, h.failed, 1)
+		assert.Equal(t, []string{"b1", "b2"}, h.failed[0].Keys)
+		assert.Contains(t, h.failed[0].Reason, "boom")
+	})
 }
 
 // A write started by Prepare (WriteRevision) runs the same steps with its search
@@ -1487,4 +1526,12 @@ func TestMemoryWriteInOneStepMarksFailures(t *testing.T) {
 	h.env.ExecuteWorkflow(MemoryWrite, in)
 	require.Error(t, h.env.GetWorkflowError())
 	assert.Empty(t, h.failed)
+}
+
+// forRevisions runs f for a batch started before revisions (legacy.go) and one of
+// the current revision.
+func forRevisions(t *testing.T, f func(t *testing.T, rev int)) {
+	for _, rev := range []int{0, WriteRevision} {
+		t.Run(fmt.Sprintf("revision %d", rev), func(t *testing.T) { f(t, rev) })
+	}
 }

@@ -40,7 +40,8 @@ var histories = []string{
 	"memorywrite_review_late.json",        // issue 28: a late statement's split (Trim, Reopen) waits for review
 	"memorywritebatch_fast_unsliced.json", // before batch-slices: the whole batch in one workflow task
 	"memorywritebatch_fast_sliced.json",   // batch-slices: SliceEvents per workflow task, regular Index steps
-	"memorywritebatch_fast.json",          // batch-runs: each user's events in WriteRun local activities
+	"memorywritebatch_fast_runs.json",     // batch-runs: each user's events in WriteRun local activities
+	"memorywritebatch_fast.json",          // Revision 3: runs of WriteEvents, what they leave as the single write's steps
 	"task_outcome_unknown.json",
 	"erase_subject.json",
 }
