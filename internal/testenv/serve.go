@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	osexec "os/exec"
@@ -59,12 +58,7 @@ type Served struct {
 // is added to the environment ("ENGRAM_EMBEDDER=ngram").
 func Serve(t *testing.T, extraEnv ...string) *Served {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "engram")
-	build := osexec.Command("go", "build", "-o", bin, "./cmd/engram")
-	build.Dir = RepoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build engram: %v\n%s", err, out)
-	}
+	bin := Build(t, "./cmd/engram")
 	_, dsn := StoreURL(t)
 	env := append(os.Environ(),
 		"ENGRAM_DATABASE_URL="+dsn,
@@ -80,47 +74,8 @@ func Serve(t *testing.T, extraEnv ...string) *Served {
 	}
 	proc := osexec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	proc.Env = env
-	stdout, err := proc.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &LockedBuffer{}
-	proc.Stderr = logs
-	if err := proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- proc.Wait() }()
-	t.Cleanup(func() {
-		_ = proc.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = proc.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("engram serve log (tail):\n%s", Tail(logs.String(), 4000))
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	}()
-	select {
-	case u := <-urls:
-		return &Served{Bin: bin, URL: u, Env: env}
-	case err := <-done:
-		t.Fatalf("engram serve exited: %v\n%s", err, logs.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("engram serve did not listen within 90s\n%s", logs.String())
-	}
-	return nil
+	_, url := StartDaemon(t, proc, 90*time.Second, Listening)
+	return &Served{Bin: bin, URL: url, Env: env}
 }
 
 // CreateKey runs `engram keys create` against the served database and returns the

@@ -5,14 +5,12 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,31 +27,12 @@ import (
 )
 
 type stack struct {
-	t    *testing.T
-	bin  string
-	env  []string
-	url  string
-	proc *exec.Cmd
-	done chan error
-	st   *storage.Store // the database engram serves
-}
-
-func repoRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "engram")
-	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/engram")
-	cmd.Dir = repoRoot(t)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "build engram: %s", out)
-	t.Logf("built engram in %s", time.Since(start).Round(time.Millisecond))
-	return bin
+	*testenv.Daemon // engram serve
+	t               *testing.T
+	bin             string
+	env             []string
+	url             string
+	st              *storage.Store // the database engram serves
 }
 
 func (s *stack) run(args ...string) string {
@@ -72,7 +51,7 @@ func (s *stack) run(args ...string) string {
 func start(t *testing.T) *stack {
 	t.Helper()
 	st, dsn := testenv.StoreURL(t)
-	s := &stack{t: t, bin: build(t), done: make(chan error, 1), st: st}
+	s := &stack{t: t, bin: testenv.Build(t, "./cmd/engram"), st: st}
 	s.env = append(os.Environ(),
 		"ENGRAM_DATABASE_URL="+dsn,
 		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
@@ -81,39 +60,9 @@ func start(t *testing.T) *stack {
 		"ENGRAM_ADDR=127.0.0.1:0",
 	)
 	s.run("migrate")
-	s.proc = exec.Command(s.bin, "serve")
-	s.proc.Env = s.env
-	stdout, err := s.proc.StdoutPipe()
-	require.NoError(t, err)
-	logs := &bytes.Buffer{}
-	s.proc.Stderr = logs
-	require.NoError(t, s.proc.Start())
-	go func() { s.done <- s.proc.Wait() }()
-	t.Cleanup(func() {
-		if s.proc.ProcessState == nil {
-			_ = s.proc.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("engram serve log:\n%s", logs.String())
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				lines <- u
-			}
-		}
-	}()
-	select {
-	case s.url = <-lines:
-	case err := <-s.done:
-		t.Fatalf("engram serve exited: %v\n%s", err, logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("engram serve did not listen within 60s\n%s", logs.String())
-	}
+	proc := exec.Command(s.bin, "serve")
+	proc.Env = s.env
+	s.Daemon, s.url = testenv.StartDaemon(t, proc, 60*time.Second, testenv.Listening)
 	return s
 }
 
@@ -141,23 +90,6 @@ func (s *stack) curl(key, rpc, body string) (int, map[string]any) {
 	m := map[string]any{}
 	require.NoError(s.t, json.Unmarshal([]byte(text[:i]), &m), "curl body %q", text[:i])
 	return code, m
-}
-
-func dig(m any, path ...any) any {
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			mm, _ := m.(map[string]any)
-			m = mm[k]
-		case int:
-			l, _ := m.([]any)
-			if k >= len(l) {
-				return nil
-			}
-			m = l[k]
-		}
-	}
-	return m
 }
 
 func factBy(facts []*engramv1.Fact, predicate string, scope engramv1.Scope) *engramv1.Fact {
@@ -261,11 +193,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("curl with JSON", func(t *testing.T) {
 		code, m := s.curl(agentA, "engram.v1.MemoryService/Ingest", `{"event": {"userId": "u2", "idempotencyKey": "curl-1", "content": "预算不超过8000元", "schema": "travel"}, "wait": true}`)
 		require.Equal(t, 200, code, "%v", m)
-		assert.Equal(t, "WRITE_STATUS_COMMITTED", dig(m, "results", 0, "status"))
+		assert.Equal(t, "WRITE_STATUS_COMMITTED", testenv.Dig(m, "results", 0, "status"))
 		// Same key and content: the same write; other content: ALREADY_EXISTS (409).
 		code, m2 := s.curl(agentA, "engram.v1.MemoryService/Ingest", `{"event": {"user_id": "u2", "idempotency_key": "curl-1", "content": "预算不超过8000元", "schema": "travel"}}`)
 		require.Equal(t, 200, code, "%v", m2)
-		assert.Equal(t, dig(m, "results", 0, "runId"), dig(m2, "results", 0, "runId"))
+		assert.Equal(t, testenv.Dig(m, "results", 0, "runId"), testenv.Dig(m2, "results", 0, "runId"))
 		code, m2 = s.curl(agentA, "engram.v1.MemoryService/Ingest", `{"event": {"userId": "u2", "idempotencyKey": "curl-1", "content": "预算不超过9000元", "schema": "travel"}}`)
 		assert.Equal(t, 409, code)
 		assert.Equal(t, "already_exists", m2["code"])
@@ -274,10 +206,10 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, 200, code, "%v", m)
 		code, m = s.curl(agentA, "engram.v1.MemoryService/Ingest", `{"event": {"userId": "u2", "content": "我上次坐了靠窗的位置，挺好", "schema": "travel"}, "wait": true}`)
 		require.Equal(t, 200, code, "%v", m)
-		assert.Equal(t, "WRITE_STATUS_PENDING_REVIEW", dig(m, "results", 0, "status"))
+		assert.Equal(t, "WRITE_STATUS_PENDING_REVIEW", testenv.Dig(m, "results", 0, "status"))
 		code, m = s.curl(reviewerA, "engram.v1.ReviewService/ListPending", `{"userId": "u2"}`)
 		require.Equal(t, 200, code, "%v", m)
-		cand, _ := dig(m, "pending", 0, "candidateId").(string)
+		cand, _ := testenv.Dig(m, "pending", 0, "candidateId").(string)
 		require.NotEmpty(t, cand, "%v", m)
 		code, m = s.curl(reviewerA, "engram.v1.ReviewService/Decide", fmt.Sprintf(`{"candidateId": %q, "decision": "DECISION_CONFIRM", "note": "seen it", "wait": true}`, cand))
 		require.Equal(t, 200, code, "%v", m)
@@ -286,7 +218,7 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, 200, code, "%v", m)
 		got := map[string]string{}
 		for _, f := range m["facts"].([]any) {
-			got[dig(f, "predicate").(string)] = dig(f, "object").(string)
+			got[testenv.Dig(f, "predicate").(string)] = testenv.Dig(f, "object").(string)
 		}
 		assert.Equal(t, map[string]string{"budget": "8000 CNY", "flight_type": "direct", "seat": "window"}, got)
 		code, m = s.curl(agentA, "engram.v1.MemoryService/Recall", `{"userId": "u2", "query": "预算", "schema": "travel"}`)
@@ -350,10 +282,10 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("graceful shutdown", func(t *testing.T) {
-		require.NoError(t, s.proc.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, s.Cmd.Process.Signal(syscall.SIGTERM))
 		select {
-		case err := <-s.done:
-			assert.NoError(t, err, "engram serve exits cleanly on SIGTERM")
+		case <-s.Done():
+			assert.NoError(t, s.Err(), "engram serve exits cleanly on SIGTERM")
 		case <-time.After(30 * time.Second):
 			t.Fatal("engram serve did not stop within 30s of SIGTERM")
 		}

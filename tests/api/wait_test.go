@@ -155,5 +155,5 @@ func TestShortWaitsNeverLoseAWrite(t *testing.T) {
 	// The shortest wait over Connect's JSON, as the issue's hostile-input run sent it.
 	code, m := s.curl(key, "engram.v1.MemoryService/Ingest", `{"event": {"userId": "u-json", "idempotencyKey": "w-json", "content": "预算不超过7000元", "schema": "travel"}, "wait": true, "waitTimeout": "0.001s"}`)
 	require.Equal(t, 200, code, "%v", m)
-	assert.NotEmpty(t, dig(m, "results", 0, "eventId"), "%v", m)
+	assert.NotEmpty(t, testenv.Dig(m, "results", 0, "eventId"), "%v", m)
 }

@@ -85,7 +85,7 @@ func TestCLI(t *testing.T) {
 
 		rc := decode(t, s.as(agent, "recall", "--user", "u1", "--schema", "travel", "--query", "预算", "--k", "3", "--json"), "recall --json")
 		assert.Contains(t, str(rc, "context"), "8000")
-		assert.LessOrEqual(t, len(dig(rc, "items").([]any)), 3)
+		assert.LessOrEqual(t, len(testenv.Dig(rc, "items").([]any)), 3)
 	})
 
 	t.Run("ingest a JSONL file in batches, twice", func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestCLI(t *testing.T) {
 
 		// Importing the same file again writes nothing new: the keys derive from the file.
 		m := decode(t, s.as(agent, "ingest", "--user", "u1", "--schema", "travel", "--file", file, "--wait", "--json"), "ingest --file again")
-		assert.Len(t, dig(m, "results").([]any), 3)
+		assert.Len(t, testenv.Dig(m, "results").([]any), 3)
 		all, err := s.client(admin).ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u1"})
 		require.NoError(t, err)
 		n := len(all)
@@ -139,7 +139,7 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, out, "8000 CNY")
 		assert.Contains(t, out, "task:trip-1")
 		m := decode(t, s.as(agent, "facts", "list", "--user", "u1", "--predicate", "budget", "--scope", "user", "--json"), "facts list --json")
-		require.Len(t, dig(m, "facts").([]any), 1)
+		require.Len(t, testenv.Dig(m, "facts").([]any), 1)
 		budgetKey = str(m, "facts", 0, "memoryKey")
 		factID := str(m, "facts", 0, "id")
 		require.NotEmpty(t, budgetKey)
@@ -196,7 +196,7 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, out, "rent_car")
 		m := decode(t, s.as(agent, "task", "get", "trip-9", "--json"), "task get --json")
 		assert.Equal(t, "TASK_STATE_EXECUTING", str(m, "state"))
-		assert.Len(t, dig(m, "done").([]any), 2)
+		assert.Len(t, testenv.Dig(m, "done").([]any), 2)
 		out = s.as(agent, "task", "complete", "trip-9").ok(t, "task complete")
 		assert.Contains(t, out, "COMPLETED")
 		assert.Equal(t, 2, effects())
@@ -217,12 +217,12 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, r.stderr, "permission denied")
 		m := decode(t, s.as(admin, "schema", "put", "--file", file, "--expected-version", "0", "--json"), "schema put")
 		assert.Equal(t, "travel", str(m, "name"))
-		v := dig(m, "version").(float64)
+		v := testenv.Dig(m, "version").(float64)
 		r = s.as(admin, "schema", "put", "--file", file, "--expected-version", "0")
 		assert.Equal(t, 5, r.code, "a stale expected version is a conflict: %s", r.stderr)
 		g := decode(t, s.as(admin, "schema", "get", "travel", "--json"), "schema get --json")
-		assert.Equal(t, v, dig(g, "schema", "version"))
-		assert.Equal(t, []any{v}, dig(g, "versions"))
+		assert.Equal(t, v, testenv.Dig(g, "schema", "version"))
+		assert.Equal(t, []any{v}, testenv.Dig(g, "versions"))
 	})
 }
 

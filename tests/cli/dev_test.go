@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,56 +13,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engramhq/engram/internal/testenv"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 type devRun struct {
+	*testenv.Daemon
 	stdout string
-	stderr *bytes.Buffer
 	api    string
 	key    string
-	proc   *exec.Cmd
-	done   chan error
 }
 
 // startDev runs `engram dev --no-stack` on the given environment and reads its
 // banner.
 func startDev(t *testing.T, bin string, env []string, stateDir string) *devRun {
 	t.Helper()
-	d := &devRun{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	d.proc = exec.Command(bin, "dev", "--no-stack", "--addr", "127.0.0.1:0", "--state-dir", stateDir)
-	d.proc.Env = env
-	out, err := d.proc.StdoutPipe()
-	require.NoError(t, err)
-	d.proc.Stderr = &lockedBuffer{b: d.stderr}
-	require.NoError(t, d.proc.Start())
-	go func() { d.done <- d.proc.Wait() }()
-	t.Cleanup(func() {
-		if d.proc.ProcessState == nil {
-			_ = d.proc.Process.Kill()
-			<-d.done
-		}
-	})
-	banner := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "Ctrl-C stops engram") {
-				banner <- b.String()
-			}
-		}
-	}()
-	select {
-	case d.stdout = <-banner:
-	case err := <-d.done:
-		t.Fatalf("engram dev exited: %v\n%s", err, d.stderr.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("engram dev printed no banner within 90s\n%s", d.stderr.String())
+	proc := exec.Command(bin, "dev", "--no-stack", "--addr", "127.0.0.1:0", "--state-dir", stateDir)
+	proc.Env = env
+	var b strings.Builder
+	banner := func(line string) (string, bool) {
+		b.WriteString(line + "\n")
+		return b.String(), strings.HasPrefix(line, "Ctrl-C stops engram")
 	}
+	d := &devRun{}
+	d.Daemon, d.stdout = testenv.StartDaemon(t, proc, 90*time.Second, banner)
 	if m := regexp.MustCompile(`(?m)^  API\s+(http://\S+)`).FindStringSubmatch(d.stdout); m != nil {
 		d.api = m[1]
 	}
@@ -77,10 +51,10 @@ func startDev(t *testing.T, bin string, env []string, stateDir string) *devRun {
 // stop sends Ctrl-C and waits for a clean exit.
 func (d *devRun) stop(t *testing.T) {
 	t.Helper()
-	require.NoError(t, d.proc.Process.Signal(os.Interrupt))
+	require.NoError(t, d.Cmd.Process.Signal(os.Interrupt))
 	select {
-	case err := <-d.done:
-		require.NoError(t, err, "engram dev exits 0 on Ctrl-C\n%s", d.stderr.String())
+	case <-d.Done():
+		require.NoError(t, d.Err(), "engram dev exits 0 on Ctrl-C\n%s", d.Logs.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("engram dev did not stop within 30s of Ctrl-C")
 	}
@@ -90,7 +64,7 @@ func (d *devRun) stop(t *testing.T) {
 // migrates, creates a dev key, serves with the worker, prints the banner, answers
 // with that key, stops on Ctrl-C, and reuses its key on the next start.
 func TestDev(t *testing.T) {
-	bin := build(t, "./cmd/engram")
+	bin := testenv.Build(t, "./cmd/engram")
 	env := append(freshEnv(t), "ENGRAM_TEMPORAL_UI_URL="+envOr("ENGRAM_TEMPORAL_UI_URL", "http://127.0.0.1:8233"))
 	state := t.TempDir()
 
@@ -104,7 +78,7 @@ func TestDev(t *testing.T) {
 	for _, ex := range []string{" ingest --user u1", " recall --user u1", " review list", " review confirm CANDIDATE_ID"} {
 		assert.Contains(t, d.stdout, ex)
 	}
-	assert.Contains(t, d.stderr.String(), "created a dev API key")
+	assert.Contains(t, d.Logs.String(), "created a dev API key")
 	saved, err := os.ReadFile(state + "/dev-key")
 	require.NoError(t, err)
 	assert.Equal(t, d.key, strings.TrimSpace(string(saved)))
@@ -123,12 +97,12 @@ func TestDev(t *testing.T) {
 	checkBannerEnvLine(t, d.stdout, env)
 	checkBannerMCP(t, d, bin, env)
 	d.stop(t)
-	assert.Contains(t, d.stderr.String(), "stopped engram (the stack keeps running")
+	assert.Contains(t, d.Logs.String(), "stopped engram (the stack keeps running")
 
 	// Second start: the same key is reused.
 	d2 := startDev(t, bin, env, state)
 	assert.Equal(t, d.key, d2.key)
-	assert.Contains(t, d2.stderr.String(), "reusing the dev API key")
+	assert.Contains(t, d2.Logs.String(), "reusing the dev API key")
 	d2.stop(t)
 
 	// Without the stack's environment and --no-stack, dev says what is missing.
@@ -143,7 +117,7 @@ func TestDev(t *testing.T) {
 // stop it and which flag picks another port, exiting 5 (conflict). The same for an
 // `engram serve` there (no pid to name), and for a program that is not an engram.
 func TestSecondDevOnTheSameAddress(t *testing.T) {
-	bin := build(t, "./cmd/engram")
+	bin := testenv.Build(t, "./cmd/engram")
 	env := freshEnv(t)
 	state := t.TempDir()
 	d := startDev(t, bin, env, state)
@@ -156,9 +130,9 @@ func TestSecondDevOnTheSameAddress(t *testing.T) {
 	msg := second.stderr
 	assert.Equal(t, 1, strings.Count(msg, "is in use"), "said once")
 	assert.NotContains(t, msg, "bind: address already in use")
-	assert.Contains(t, msg, fmt.Sprintf("engram: %s is in use: engram dev (pid %d) already serves %s", addr, d.proc.Process.Pid, d.api))
+	assert.Contains(t, msg, fmt.Sprintf("engram: %s is in use: engram dev (pid %d) already serves %s", addr, d.Cmd.Process.Pid, d.api))
 	assert.Contains(t, msg, "export ENGRAM_ADDR="+d.api+" ENGRAM_API_KEY=$(cat '"+state+"/dev-key')")
-	assert.Contains(t, msg, fmt.Sprintf("kill %d", d.proc.Process.Pid))
+	assert.Contains(t, msg, fmt.Sprintf("kill %d", d.Cmd.Process.Pid))
 	assert.Regexp(t, `--addr 127\.0\.0\.1:\d+ \(scripts/dev --addr 127\.0\.0\.1:\d+, or ENGRAM_ADDR=127\.0\.0\.1:\d+ make dev\)`, msg)
 	assert.NotContains(t, msg, "migrated", "nothing was started")
 	d.stop(t)
@@ -244,15 +218,15 @@ func checkBannerMCP(t *testing.T, d *devRun, bin string, env []string) {
 	for k, v := range stdio.Env {
 		proc.Env = append(proc.Env, k+"="+v)
 	}
-	var mcpLog bytes.Buffer
-	proc.Stderr = &lockedBuffer{b: &mcpLog}
+	var mcpLog testenv.LockedBuffer
+	proc.Stderr = &mcpLog
 	listBudget(ctx, t, "stdio", &sdk.CommandTransport{Command: proc}, &mcpLog)
 	// HTTP, with the config's headers.
 	listBudget(ctx, t, "HTTP", &sdk.StreamableClientTransport{Endpoint: web.URL, HTTPClient: &http.Client{Transport: headers(web.Headers)}}, nil)
 }
 
 // listBudget connects an MCP client and finds u1's budget of 8000 CNY with list_facts.
-func listBudget(ctx context.Context, t *testing.T, what string, tr sdk.Transport, log *bytes.Buffer) {
+func listBudget(ctx context.Context, t *testing.T, what string, tr sdk.Transport, log *testenv.LockedBuffer) {
 	t.Helper()
 	s, err := sdk.NewClient(&sdk.Implementation{Name: "banner-test", Version: "1"}, nil).Connect(ctx, tr, nil)
 	if err != nil && log != nil {

@@ -16,7 +16,7 @@ func TestTravelAgentExample(t *testing.T) {
 	actionAddr := freePort(t)
 	s := startServe(t, "ENGRAM_ACTION_URL=http://"+actionAddr+"/actions", "ENGRAM_ACTION_TIMEOUT=2s")
 	key := s.key("ex-"+testenv.RandomID(6), "travelagent", "agent")
-	bin := build(t, "./examples/travelagent")
+	bin := testenv.Build(t, "./examples/travelagent")
 
 	r := run(t, bin, append(cleanEnv(), "ENGRAM_API_KEY="+key), "", "--addr", s.url, "--action-addr", actionAddr, "--user", "u1", "--task", "trip-1")
 	out := r.ok(t, "travelagent")

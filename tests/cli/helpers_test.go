@@ -5,7 +5,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,9 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,44 +21,6 @@ import (
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/internal/testenv"
 )
-
-func repoRoot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-var (
-	buildOnce sync.Map // package path → *built
-)
-
-type built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// build compiles a main package of the module once per test binary.
-func build(t *testing.T, pkg string) string {
-	t.Helper()
-	v, _ := buildOnce.LoadOrStore(pkg, &built{})
-	b := v.(*built)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "engram-cli-test-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, filepath.Base(pkg))
-		cmd := exec.Command("go", "build", "-o", b.path, pkg)
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = errors.New(string(out))
-		}
-	})
-	require.NoError(t, b.err, "build %s", pkg)
-	return b.path
-}
 
 // env is the environment of a fresh database and task queue on the real stack.
 func freshEnv(t *testing.T) []string {
@@ -90,77 +49,22 @@ func cleanEnv() []string {
 }
 
 type server struct {
-	t    *testing.T
-	bin  string
-	env  []string
-	url  string
-	proc *exec.Cmd
-	done chan error
-	logs *bytes.Buffer
+	t   *testing.T
+	bin string
+	env []string
+	url string
 }
 
 // startServe migrates a fresh database and starts `engram serve` on a free port.
 func startServe(t *testing.T, extraEnv ...string) *server {
 	t.Helper()
-	s := &server{t: t, bin: build(t, "./cmd/engram"), done: make(chan error, 1), logs: &bytes.Buffer{}}
+	s := &server{t: t, bin: testenv.Build(t, "./cmd/engram")}
 	s.env = append(freshEnv(t), extraEnv...)
 	res := s.engram(nil, "migrate")
 	require.Equal(t, 0, res.code, "migrate: %s", res.stderr)
-	s.proc = exec.Command(s.bin, "serve", "--addr", "127.0.0.1:0")
-	s.proc.Env = s.env
-	stdout, err := s.proc.StdoutPipe()
-	require.NoError(t, err)
-	s.proc.Stderr = &lockedBuffer{b: s.logs}
-	require.NoError(t, s.proc.Start())
-	go func() { s.done <- s.proc.Wait() }()
-	t.Cleanup(func() {
-		if s.proc.ProcessState == nil {
-			_ = s.proc.Process.Signal(os.Interrupt)
-			select {
-			case <-s.done:
-			case <-time.After(20 * time.Second):
-				_ = s.proc.Process.Kill()
-				<-s.done
-			}
-		}
-		if t.Failed() {
-			t.Logf("engram serve log (tail):\n%s", tail(s.logs.String(), 4000))
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				lines <- u
-			}
-		}
-	}()
-	select {
-	case s.url = <-lines:
-	case err := <-s.done:
-		t.Fatalf("engram serve exited: %v\n%s", err, s.logs.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("engram serve did not listen within 90s\n%s", s.logs.String())
-	}
-	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
+	proc := exec.Command(s.bin, "serve", "--addr", "127.0.0.1:0")
+	proc.Env = s.env
+	_, s.url = testenv.StartDaemon(t, proc, 90*time.Second, testenv.Listening)
 	return s
 }
 
@@ -232,25 +136,8 @@ func decode(t *testing.T, r result, what string) map[string]any {
 	return m
 }
 
-func dig(m any, path ...any) any {
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			mm, _ := m.(map[string]any)
-			m = mm[k]
-		case int:
-			l, _ := m.([]any)
-			if k >= len(l) {
-				return nil
-			}
-			m = l[k]
-		}
-	}
-	return m
-}
-
 func str(m any, path ...any) string {
-	v, _ := dig(m, path...).(string)
+	v, _ := testenv.Dig(m, path...).(string)
 	return v
 }
 

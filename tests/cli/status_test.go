@@ -66,7 +66,7 @@ func TestTrueStatuses(t *testing.T) {
 
 		// The same file again joins the same batch, still waiting: --json says the same.
 		m := decode(t, s.as(agent, "ingest", "--schema", "travel", "--file", file, "--wait", "--json"), "ingest --file --wait --json")
-		results := dig(m, "results").([]any)
+		results := testenv.Dig(m, "results").([]any)
 		require.Len(t, results, 24)
 		for i := range results {
 			want := "WRITE_STATUS_COMMITTED"

@@ -19,7 +19,7 @@ import (
 // leaves the database as empty as it found it. With one migration's record
 // removed the same commands say how many are pending; migrated, they work.
 func TestUnmigratedDatabase(t *testing.T) {
-	bin := build(t, "./cmd/engram")
+	bin := testenv.Build(t, "./cmd/engram")
 	dsn := testenv.EmptyDatabaseURL(t)
 	env := append(cleanEnv(),
 		"ENGRAM_DATABASE_URL="+dsn,
