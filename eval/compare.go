@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -58,7 +59,7 @@ func CompareMain(ctx context.Context, cfg Config, out io.Writer) (*Comparison, e
 		only = []string{recall.RetrieverSemantic}
 	}
 	for i, r := range only {
-		if !containsString(recall.Retrievers, r) {
+		if !slices.Contains(recall.Retrievers, r) {
 			return nil, fmt.Errorf("--retrievers[%d]: unknown retriever %q (allowed: %s)", i, r, strings.Join(recall.Retrievers, ", "))
 		}
 	}
@@ -139,13 +140,4 @@ func (c *Comparison) WriteTable(w io.Writer) {
 		}
 	}
 	_ = tw.Flush()
-}
-
-func containsString(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,7 +250,7 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 			var ev []string
 			for _, x := range ids {
 				if known[x] {
-					if !contains(ev, x) {
+					if !slices.Contains(ev, x) {
 						ev = append(ev, x)
 					}
 				} else {

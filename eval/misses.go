@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -150,16 +149,7 @@ func writeMissCauses(w io.Writer, engine, base map[string]map[string]int) {
 	if len(engine) == 0 && len(base) == 0 {
 		return
 	}
-	var cats []string
-	for c := range engine {
-		cats = append(cats, c)
-	}
-	for c := range base {
-		if !contains(cats, c) {
-			cats = append(cats, c)
-		}
-	}
-	sort.Strings(cats)
+	cats := sortedKeys(engine, base)
 	fmt.Fprintln(w, "\nevidence turns missed at @10 by cause (engine / baseline)")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "category\t")

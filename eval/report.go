@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -300,13 +301,38 @@ func (r *Report) Check() {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// sortedKeys are the keys of the maps, each once, in order.
+func sortedKeys[V any](ms ...map[string]V) []string {
+	var out []string
+	for _, m := range ms {
+		for k := range m {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// eachFigures calls row with each suite's overall figures (as category all), then
+// with each of its categories', in name order: the rows of the report's tables.
+func (r *Report) eachFigures(all string, row func(suite, category string, m Metrics)) {
+	for _, s := range r.Suites {
+		row(s.Suite, all, s.Overall)
+		for _, c := range sortedKeys(s.Categories) {
+			row(s.Suite, c, s.Categories[c])
+		}
+	}
+}
+
+// figureCells are a category's figures in the tables' columns, from probes to
+// unsupported.
+func figureCells(m Metrics) []string {
+	return []string{fmt.Sprint(m.Probes),
+		get(m.RecallAt, "1"), get(m.RecallAt, "5"), get(m.RecallAt, "10"), pct(m.PrecisionAtK), pct(m.MRR),
+		get(m.EvidenceAt, "5"), get(m.EvidenceAt, "10"), pct(m.FalseRecallRate), pct(m.StaleRate), pct(m.ScopeLeakRate),
+		fmt.Sprint(m.TenantLeaks), pct(m.UnsupportedRate)}
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.3f", x) }
@@ -322,19 +348,9 @@ func get(m map[string]float64, k string) string {
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "suite\tcategory\tprobes\tR@1\tR@5\tR@10\tP@%d\tMRR\tEvR@5\tEvR@10\tfalse-rec\tstale\tscope-leak\ttenant-leak\tunsupp\trecall p50/p95 ms\t\n", r.K)
-	for _, s := range r.Suites {
-		rows := append([]string{"(all)"}, sortedKeys(s.Categories)...)
-		for _, c := range rows {
-			m := s.Overall
-			if c != "(all)" {
-				m = s.Categories[c]
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f/%.1f\t\n", s.Suite, c, m.Probes,
-				get(m.RecallAt, "1"), get(m.RecallAt, "5"), get(m.RecallAt, "10"), pct(m.PrecisionAtK), pct(m.MRR),
-				get(m.EvidenceAt, "5"), get(m.EvidenceAt, "10"), pct(m.FalseRecallRate), pct(m.StaleRate), pct(m.ScopeLeakRate),
-				m.TenantLeaks, pct(m.UnsupportedRate), m.RecallP50MS, m.RecallP95MS)
-		}
-	}
+	r.eachFigures("(all)", func(suite, category string, m Metrics) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f/%.1f\t\n", suite, category, strings.Join(figureCells(m), "\t"), m.RecallP50MS, m.RecallP95MS)
+	})
 	tw.Flush()
 	fmt.Fprintln(w)
 	r.writeBaselineTable(w)
@@ -381,19 +397,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Run at %s; ingest took %.1f s.\n\n", r.Started.Format(time.RFC3339), r.IngestSeconds)
 	fmt.Fprintf(w, "| suite | category | probes | R@1 | R@5 | R@10 | P@%d | MRR | EvR@5 | EvR@10 | false recall | stale | scope leak | tenant leaks | unsupported | recall p50 / p95 ms |\n", r.K)
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	for _, s := range r.Suites {
-		rows := append([]string{"**all**"}, sortedKeys(s.Categories)...)
-		for _, c := range rows {
-			m := s.Overall
-			if c != "**all**" {
-				m = s.Categories[c]
-			}
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %.1f / %.1f |\n", s.Suite, c, m.Probes,
-				get(m.RecallAt, "1"), get(m.RecallAt, "5"), get(m.RecallAt, "10"), pct(m.PrecisionAtK), pct(m.MRR),
-				get(m.EvidenceAt, "5"), get(m.EvidenceAt, "10"), pct(m.FalseRecallRate), pct(m.StaleRate), pct(m.ScopeLeakRate),
-				m.TenantLeaks, pct(m.UnsupportedRate), m.RecallP50MS, m.RecallP95MS)
-		}
-	}
+	r.eachFigures("**all**", func(suite, category string, m Metrics) {
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f / %.1f |\n", suite, category, strings.Join(figureCells(m), " | "), m.RecallP50MS, m.RecallP95MS)
+	})
 	fmt.Fprintln(w)
 	if rows := r.BaselineRows(); len(rows) > 0 {
 		fmt.Fprint(w, "## Evidence recall: engine vs baseline\n\nThe baseline is plain Okapi BM25 (k1 1.2, b 0.75) over the raw turns of the user, asked the same probes over the same ingested memory.\n\n")
@@ -555,7 +561,7 @@ type FoldRow struct {
 func Folds(engine, baseline []ProbeResult, k int) []FoldRow {
 	var convs []string
 	for _, p := range engine {
-		if !contains(convs, p.Scenario) {
+		if !slices.Contains(convs, p.Scenario) {
 			convs = append(convs, p.Scenario)
 		}
 	}

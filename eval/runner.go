@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func TenantID(suite string, sc Scenario, tenant string) string {
 
 // RunsIn reports whether the scenario runs in mode.
 func (sc Scenario) RunsIn(mode string) bool {
-	return len(sc.Modes) == 0 || contains(sc.Modes, mode)
+	return len(sc.Modes) == 0 || slices.Contains(sc.Modes, mode)
 }
 
 type job struct {

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -390,10 +391,10 @@ func (sc *Scenario) prepare() error {
 		if u.Tenant == "" {
 			sc.Users[i].Tenant = sc.Tenants[0]
 		}
-		if !contains(sc.Tenants, sc.Users[i].Tenant) {
+		if !slices.Contains(sc.Tenants, sc.Users[i].Tenant) {
 			return fmt.Errorf("user %s: tenant %q is not listed in tenants", u.ID, u.Tenant)
 		}
-		if u.Department != "" && !contains(sc.Departments, u.Department) {
+		if u.Department != "" && !slices.Contains(sc.Departments, u.Department) {
 			return fmt.Errorf("user %s: department %q is not listed in departments", u.ID, u.Department)
 		}
 		users[u.ID+"@"+sc.Users[i].Tenant] = true
@@ -421,10 +422,10 @@ func (sc *Scenario) prepare() error {
 			return fmt.Errorf("turn %s: %w", t.ID, err)
 		}
 		t.at = at
-		if t.Session != "" && !contains(sc.Sessions, t.Session) {
+		if t.Session != "" && !slices.Contains(sc.Sessions, t.Session) {
 			return fmt.Errorf("turn %s: session %q is not listed in sessions", t.ID, t.Session)
 		}
-		if t.Task != "" && !contains(sc.Tasks, t.Task) {
+		if t.Task != "" && !slices.Contains(sc.Tasks, t.Task) {
 			return fmt.Errorf("turn %s: task %q is not listed in tasks", t.ID, t.Task)
 		}
 		if t.Schema == "" {
@@ -493,10 +494,10 @@ func (sc *Scenario) prepare() error {
 		} else {
 			p.asOf = last.Add(time.Hour)
 		}
-		if p.Task != "" && !contains(sc.Tasks, p.Task) {
+		if p.Task != "" && !slices.Contains(sc.Tasks, p.Task) {
 			return fmt.Errorf("probe %s: task %q is not listed in tasks", p.ID, p.Task)
 		}
-		if p.Session != "" && !contains(sc.Sessions, p.Session) {
+		if p.Session != "" && !slices.Contains(sc.Sessions, p.Session) {
 			return fmt.Errorf("probe %s: session %q is not listed in sessions", p.ID, p.Session)
 		}
 		if len(p.MustRecall) == 0 && len(p.MustNotRecall) == 0 && len(p.Evidence) == 0 {
@@ -548,13 +549,4 @@ func ProbeCount(suites []*Suite) int {
 		}
 	}
 	return n
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,7 +152,7 @@ func (pc *probeContext) matches(e Expect, it recall.Item, defaultKind string) bo
 	}
 	if e.Turn != "" {
 		id := pc.evidence(e.Turn)
-		if id == "" || !containsStr(pc.evidenceIDs(it), id) {
+		if id == "" || !slices.Contains(pc.evidenceIDs(it), id) {
 			return false
 		}
 	}
@@ -242,7 +243,7 @@ func (pc *probeContext) score() (ProbeScore, []string, []string, []ItemSummary) 
 	for j, turn := range p.Evidence {
 		id := pc.evidence(turn)
 		for i, it := range items {
-			if id != "" && containsStr(pc.evidenceIDs(it), id) {
+			if id != "" && slices.Contains(pc.evidenceIDs(it), id) {
 				evRanks[j] = i + 1
 				break
 			}
@@ -347,13 +348,4 @@ func short(s string) string {
 		return string(r[:57]) + "…"
 	}
 	return s
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -46,6 +46,20 @@ type TuneFold struct {
 	BaseAt    []float64 `json:"baseline_at_1_10"`
 }
 
+// Grids are the grids `engram eval --tune --tune-grid NAME` measures, by name.
+var Grids = map[string]func() []recall.Fusion{
+	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
+	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
+}
+
+// addSetting appends f to a grid unless the grid has it already.
+func addSetting(grid []recall.Fusion, f recall.Fusion) []recall.Fusion {
+	if slices.Contains(grid, f) {
+		return grid
+	}
+	return append(grid, f)
+}
+
 // ContextGrid is the grid of the context and session weights (Fusion.Context,
 // Fusion.Session) around the defaults, with the keyword leader kept.
 func ContextGrid() []recall.Fusion {
@@ -55,9 +69,7 @@ func ContextGrid() []recall.Fusion {
 		for _, ss := range []float64{0, 0.3, 0.6, 1, 1.5, 2} {
 			f := d
 			f.Context, f.Session, f.Lead = c, ss, 1
-			if !slices.Contains(out, f) {
-				out = append(out, f)
-			}
+			out = addSetting(out, f)
 		}
 	}
 	return out
@@ -71,16 +83,11 @@ func AroundGrid() []recall.Fusion {
 	before := recall.DefaultFusion()
 	before.Context, before.Session, before.Adjacent, before.AdjacentFrom, before.AdjacentSpan = 0, 0.3, 0, 0, 0
 	out := []recall.Fusion{before}
-	add := func(f recall.Fusion) {
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
 	for _, c := range []float64{0.5, 0.75, 1} {
 		for _, ss := range []float64{1, 1.5, 2} {
 			f := before
 			f.Context, f.Session = c, ss
-			add(f)
+			out = addSetting(out, f)
 		}
 	}
 	for _, share := range []float64{0.6, 0.8} {
@@ -89,7 +96,7 @@ func AroundGrid() []recall.Fusion {
 				f := before
 				f.Context, f.Session = 0.5, 1
 				f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = share, from, span
-				add(f)
+				out = addSetting(out, f)
 			}
 		}
 	}
@@ -116,9 +123,7 @@ func KeywordGrid() []recall.Fusion {
 		for _, b := range []float64{0, 0.25} {
 			f := d
 			f.Asked, f.KeywordLengthNorm = asked, b
-			if !slices.Contains(out, f) {
-				out = append(out, f)
-			}
+			out = addSetting(out, f)
 		}
 	}
 	return out
@@ -156,7 +161,7 @@ func tuneFolds(rows []TuneRow, base TuneRow) []TuneFold {
 	for _, suite := range sortedKeys(rows[0].probes) {
 		var convs []string
 		for _, p := range rows[0].probes[suite] {
-			if !contains(convs, p.Scenario) {
+			if !slices.Contains(convs, p.Scenario) {
 				convs = append(convs, p.Scenario)
 			}
 		}
@@ -208,21 +213,13 @@ func tuneFolds(rows []TuneRow, base TuneRow) []TuneFold {
 func TuneGrid() []recall.Fusion {
 	d := recall.DefaultFusion()
 	out := []recall.Fusion{d}
-	add := func(f recall.Fusion) {
-		for _, x := range out {
-			if x == f {
-				return
-			}
-		}
-		out = append(out, f)
-	}
 	// Semantic weight against the second hop's, the two that trade most.
 	for _, sem := range []float64{0, 0.5, 1, 1.5, 2, 3} {
 		for _, exp := range []float64{0, 0.15, 0.3, 0.6} {
 			for _, fk := range []float64{0.5, 0.8} {
 				f := d
 				f.Semantic, f.Expand, f.FactKeyword = sem, exp, fk
-				add(f)
+				out = addSetting(out, f)
 			}
 		}
 	}
@@ -231,7 +228,7 @@ func TuneGrid() []recall.Fusion {
 		for _, v := range vs {
 			f := d
 			set(&f, v)
-			add(f)
+			out = addSetting(out, f)
 		}
 	}
 	one(func(f *recall.Fusion, v float64) { f.Backing = v }, 0.15, 0.6, 1)
@@ -455,7 +452,7 @@ func Halves(rows []TuneRow, base TuneRow, convs []string) []HalfFold {
 	var out []HalfFold
 	for i, on := range halves {
 		held := halves[1-i]
-		in := func(set []string) func(string) bool { return func(c string) bool { return contains(set, c) } }
+		in := func(set []string) func(string) bool { return func(c string) bool { return slices.Contains(set, c) } }
 		best, bestObj, def := -1, -1.0, -1
 		for ri, r := range rows {
 			h := halfFigures(r.probes[suite], in(on))
@@ -484,15 +481,11 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	if len(hs) == 0 {
 		return
 	}
-	var cats []string
+	var baseline []map[string][]float64
 	for _, h := range hs {
-		for c := range h.Figures["baseline"].Categories {
-			if !contains(cats, c) {
-				cats = append(cats, c)
-			}
-		}
+		baseline = append(baseline, h.Figures["baseline"].Categories)
 	}
-	sort.Strings(cats)
+	cats := sortedKeys(baseline...)
 	fmt.Fprintln(out, "\nhalves: the setting best on one half of the conversations (categories 1-4), on the other half (evidence recall)")
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "tuned on\treported on\trecaller\tprobes\t1-4 @1\t1-4 @10\t")
@@ -544,9 +537,7 @@ func AdjacentGrid() []recall.Fusion {
 			for _, span := range []int{2, 3} {
 				f := d
 				f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = share, from, span
-				if !slices.Contains(out, f) {
-					out = append(out, f)
-				}
+				out = addSetting(out, f)
 			}
 		}
 	}
@@ -569,9 +560,7 @@ func BalanceGrid() []recall.Fusion {
 				if adj > 0 {
 					f.Adjacent, f.AdjacentFrom, f.AdjacentSpan = adj, 3, 2
 				}
-				if !slices.Contains(out, f) {
-					out = append(out, f)
-				}
+				out = addSetting(out, f)
 			}
 		}
 	}

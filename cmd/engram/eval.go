@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +14,6 @@ import (
 
 	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/eval"
-	"github.com/engramhq/engram/recall"
 )
 
 // evalCmd is `engram eval`: the shipped suites (or a LoCoMo file) through the real
@@ -89,28 +90,15 @@ See eval/README.md.`,
 				return fmt.Errorf("--folds: only with --tune (the halves pick a setting of the grid on one half)")
 			}
 			if tune {
-				var grid []recall.Fusion
-				switch tuneGrid {
-				case "fusion":
-					grid = eval.TuneGrid()
-				case "context":
-					grid = eval.ContextGrid()
-				case "keyword":
-					grid = eval.KeywordGrid()
-				case "adjacent":
-					grid = eval.AdjacentGrid()
-				case "around":
-					grid = eval.AroundGrid()
-				case "balance":
-					grid = eval.BalanceGrid()
-				default:
-					return fmt.Errorf("--tune-grid: %q (allowed: fusion, context, keyword, adjacent, around, balance)", tuneGrid)
+				grid, ok := eval.Grids[tuneGrid]
+				if !ok {
+					return fmt.Errorf("--tune-grid: %q (allowed: %s)", tuneGrid, strings.Join(slices.Sorted(maps.Keys(eval.Grids)), ", "))
 				}
 				rows, err := eval.TuneMain(cmd.Context(), eval.Config{
 					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
 					Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
-				}, grid, tableOut, false)
+				}, grid(), tableOut, false)
 				if asJSON && rows != nil {
 					return errors.Join(printValue(cmd.OutOrStdout(), rows), err)
 				}
