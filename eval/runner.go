@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -410,7 +411,7 @@ func (r *Runner) ingest(ctx context.Context, j job, t Turn) *TurnResult {
 	tenant := TenantID(j.suite.Name, *sc, u.Tenant)
 	tr := &TurnResult{Suite: j.suite.Name, Scenario: sc.Name, Turn: t.ID, TenantID: tenant, Gold: t.Gold != nil}
 	ev := memory.IngestEvent{
-		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: firstNonEmpty(t.Person, t.Speaker),
+		TenantID: tenant, IdempotencyKey: r.opt.RunID + "/" + t.ID, ActorType: t.Actor, ActorID: cmp.Or(t.Person, t.Speaker),
 		UserID: u.ID, DepartmentID: u.Department, SessionID: t.Session, TaskID: t.Task,
 		EventType: "MESSAGE", Source: "eval", Schema: t.Schema, Content: t.Text, Locator: t.Locator, OccurredAt: t.At(),
 	}
@@ -730,15 +731,6 @@ func keyStrings(ks []goldKey) []string {
 		out[i] = fmt.Sprintf("%s %s: %s", k.Subject, k.Predicate, k.Object)
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func normObject(s string) string {

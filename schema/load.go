@@ -225,11 +225,7 @@ func (c *checker) validate(s *Schema) {
 	speakers := 0
 	for i, e := range s.Entities {
 		f := fmt.Sprintf("entities[%d]", i)
-		if !entityRe.MatchString(e.Name) {
-			c.add(f+".name", "%q must be UpperCamelCase and not empty", e.Name)
-		} else if _, dup := s.entities[e.Name]; dup {
-			c.add(f+".name", "duplicate entity %q", e.Name)
-		}
+		checkName(c, f, e.Name, entityRe, "UpperCamelCase", s.entities, "duplicate entity %q")
 		s.entities[e.Name] = e
 		if e.Speaker {
 			speakers++
@@ -274,22 +270,13 @@ func (c *checker) validate(s *Schema) {
 
 	s.predicates = map[string]*Predicate{}
 	for i, p := range s.Predicates {
-		f := fmt.Sprintf("predicates[%d]", i)
-		if !nameRe.MatchString(p.Name) {
-			c.add(f+".name", "%q must be lower_snake_case and not empty", p.Name)
-		} else if _, dup := s.predicates[p.Name]; dup {
-			c.add(f+".name", "duplicate predicate %q", p.Name)
-		}
+		checkName(c, fmt.Sprintf("predicates[%d]", i), p.Name, nameRe, "lower_snake_case", s.predicates, "duplicate predicate %q")
 		s.predicates[p.Name] = p
 	}
 	s.events = map[string]*EventType{}
 	for i, e := range s.EventTypes {
 		f := fmt.Sprintf("event_types[%d]", i)
-		if !nameRe.MatchString(e.Name) {
-			c.add(f+".name", "%q must be lower_snake_case and not empty", e.Name)
-		} else if _, dup := s.predicates[e.Name]; dup {
-			c.add(f+".name", "%q is already a predicate or event type", e.Name)
-		}
+		checkName(c, f, e.Name, nameRe, "lower_snake_case", s.predicates, "%q is already a predicate or event type")
 		s.events[e.Name] = e
 		p := eventPredicate(s, e)
 		s.predicates[e.Name] = p
@@ -327,22 +314,23 @@ func eventPredicate(s *Schema, e *EventType) *Predicate {
 	return p
 }
 
+// checkName checks the name of the element at f: it must match re (rule says
+// how it is written), and one already in names is refused with taken's message.
+func checkName[V any](c *checker, f, name string, re *regexp.Regexp, rule string, names map[string]V, taken string) {
+	if _, dup := names[name]; !re.MatchString(name) {
+		c.add(f+".name", "%q must be %s and not empty", name, rule)
+	} else if dup {
+		c.add(f+".name", taken, name)
+	}
+}
+
 func (c *checker) checkAttributes(s *Schema, f string, attrs []*Attribute) {
 	seen := map[string]bool{}
 	for j, a := range attrs {
 		af := fmt.Sprintf("%s[%d]", f, j)
-		if !nameRe.MatchString(a.Name) {
-			c.add(af+".name", "%q must be lower_snake_case and not empty", a.Name)
-		} else if seen[a.Name] {
-			c.add(af+".name", "duplicate attribute %q", a.Name)
-		}
+		checkName(c, af, a.Name, nameRe, "lower_snake_case", seen, "duplicate attribute %q")
 		seen[a.Name] = true
-		if a.Type == "" {
-			a.Type = ValueString
-		}
-		if !slices.Contains(ValueTypes, a.Type) {
-			c.add(af+".type", "unknown %q (allowed: %s)", a.Type, allowed(ValueTypes))
-		}
+		c.checkValueType(af+".type", &a.Type)
 		if a.Type == ValueEnum && len(a.Enum) == 0 {
 			c.add(af+".enum", "an enum attribute needs its values")
 		}
@@ -351,6 +339,16 @@ func (c *checker) checkAttributes(s *Schema, f string, attrs []*Attribute) {
 				c.add(af+".entity", "unknown entity %q (allowed: %s)", a.Entity, allowed(entityList(s)))
 			}
 		}
+	}
+}
+
+// checkValueType fills the default value type (string) and refuses an unknown one.
+func (c *checker) checkValueType(f string, t *ValueType) {
+	if *t == "" {
+		*t = ValueString
+	}
+	if !slices.Contains(ValueTypes, *t) {
+		c.add(f, "unknown %q (allowed: %s)", *t, allowed(ValueTypes))
 	}
 }
 
@@ -446,12 +444,7 @@ func (c *checker) checkPredicate(s *Schema, f string, p *Predicate, base *Cues) 
 	case !slices.Contains(s.MemoryTypes, p.MemoryType):
 		c.add(f+".memory_type", "%q is not among the schema's memory_types (allowed: %s)", p.MemoryType, allowed(s.MemoryTypes))
 	}
-	if p.ValueType == "" {
-		p.ValueType = ValueString
-	}
-	if !slices.Contains(ValueTypes, p.ValueType) {
-		c.add(f+".value_type", "unknown %q (allowed: %s)", p.ValueType, allowed(ValueTypes))
-	}
+	c.checkValueType(f+".value_type", &p.ValueType)
 	if p.ValueType == ValueEnum && len(p.Enum) == 0 {
 		c.add(f+".enum", "value_type enum needs enum values")
 	}

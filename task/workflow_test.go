@@ -65,29 +65,26 @@ func newTaskHarness(t *testing.T, cfg TaskConfig) *taskHarness {
 
 // onCall scripts CallAction answers in order; the last one repeats.
 func (h *taskHarness) onCall(answers ...func() (*CallActionResult, error)) {
-	n := 0
-	h.env.OnActivity(acts.CallAction, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in CallActionInput) (*CallActionResult, error) {
-			h.mu.Lock()
-			h.calls = append(h.calls, in)
-			i := min(n, len(answers)-1)
-			n++
-			h.mu.Unlock()
-			return answers[i]()
-		}).Maybe()
+	h.env.OnActivity(acts.CallAction, mock.Anything, mock.Anything).Return(scripted(h, &h.calls, answers)).Maybe()
 }
 
+// onReconcile scripts Reconcile answers in order; the last one repeats.
 func (h *taskHarness) onReconcile(answers ...func() (*ReconcileResult, error)) {
+	h.env.OnActivity(acts.Reconcile, mock.Anything, mock.Anything).Return(scripted(h, &h.recons, answers)).Maybe()
+}
+
+// scripted is a mocked activity that records each input in inputs and gives the
+// answers in order, the last one again and again.
+func scripted[In, Out any](h *taskHarness, inputs *[]In, answers []func() (Out, error)) func(context.Context, In) (Out, error) {
 	n := 0
-	h.env.OnActivity(acts.Reconcile, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in ReconcileInput) (*ReconcileResult, error) {
-			h.mu.Lock()
-			h.recons = append(h.recons, in)
-			i := min(n, len(answers)-1)
-			n++
-			h.mu.Unlock()
-			return answers[i]()
-		}).Maybe()
+	return func(_ context.Context, in In) (Out, error) {
+		h.mu.Lock()
+		*inputs = append(*inputs, in)
+		i := min(n, len(answers)-1)
+		n++
+		h.mu.Unlock()
+		return answers[i]()
+	}
 }
 
 func applied() (*CallActionResult, error) {
@@ -325,6 +322,18 @@ func TestTaskConfirmationTimeout(t *testing.T) {
 }
 
 // reach schedules the updates that bring a fresh task to state.
+// runStep reaches EXECUTING, runs the next step, then (thenCancel) cancels the
+// task, and runs the workflow; it returns the step's outcome.
+func (h *taskHarness) runStep(thenCancel bool) *updateOutcome {
+	h.reach(memory.TaskExecuting)
+	run := h.update(TaskUpdateRunStep, RunStepRequest{})
+	if thenCancel {
+		h.update(TaskUpdateCancel, CancelRequest{})
+	}
+	h.run()
+	return run
+}
+
 func (h *taskHarness) reach(state memory.TaskState) {
 	switch state {
 	case memory.TaskCreated:
@@ -516,10 +525,7 @@ func TestTaskOutcomeUnknownReconciledNotApplied(t *testing.T) {
 	h := newTaskHarness(t, TaskConfig{})
 	h.onCall(appErr(ErrTypeActionOutcomeUnknown), applied)
 	h.onReconcile(reconciled(ActionNotApplied))
-	h.reach(memory.TaskExecuting)
-	run := h.update(TaskUpdateRunStep, RunStepRequest{})
-	h.update(TaskUpdateCancel, CancelRequest{})
-	h.run()
+	run := h.runStep(true)
 
 	ok(t, run, memory.TaskExecuting)
 	require.Equal(t, []string{"hotel"}, run.view.Done)
@@ -538,9 +544,7 @@ func TestTaskOutcomeUnknownReconciledFailed(t *testing.T) {
 	h.onReconcile(func() (*ReconcileResult, error) {
 		return &ReconcileResult{Status: ActionFailed, Error: "room sold out"}, nil
 	})
-	h.reach(memory.TaskExecuting)
-	run := h.update(TaskUpdateRunStep, RunStepRequest{})
-	h.run()
+	run := h.runStep(false)
 	ok(t, run, memory.TaskFailed)
 	require.Contains(t, run.view.LastError, "room sold out")
 	require.Equal(t, memory.TaskFailed, h.result().State)
@@ -555,10 +559,7 @@ func TestTaskActivityTimeoutIsUnknown(t *testing.T) {
 		return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 	}, applied)
 	h.onReconcile(reconciled(ActionApplied))
-	h.reach(memory.TaskExecuting)
-	run := h.update(TaskUpdateRunStep, RunStepRequest{})
-	h.update(TaskUpdateCancel, CancelRequest{})
-	h.run()
+	run := h.runStep(true)
 	ok(t, run, memory.TaskExecuting)
 	require.Len(t, h.calls, 1)
 	require.Len(t, h.recons, 1)
@@ -569,9 +570,7 @@ func TestTaskEndpointDown(t *testing.T) {
 		h := newTaskHarness(t, TaskConfig{MaxSends: 3})
 		h.onCall(appErr(ErrTypeActionNotSent))
 		h.onReconcile(reconciled(ActionApplied))
-		h.reach(memory.TaskExecuting)
-		run := h.update(TaskUpdateRunStep, RunStepRequest{})
-		h.run()
+		run := h.runStep(false)
 		ok(t, run, memory.TaskFailed)
 		require.Len(t, h.calls, 3)
 		require.Empty(t, h.recons, "a request that never left needs no reconciling")
@@ -584,10 +583,7 @@ func TestTaskEndpointDown(t *testing.T) {
 	t.Run("down for a while", func(t *testing.T) {
 		h := newTaskHarness(t, TaskConfig{})
 		h.onCall(appErr(ErrTypeActionNotSent), appErr(ErrTypeActionNotSent), applied)
-		h.reach(memory.TaskExecuting)
-		run := h.update(TaskUpdateRunStep, RunStepRequest{})
-		h.update(TaskUpdateCancel, CancelRequest{})
-		h.run()
+		run := h.runStep(true)
 		ok(t, run, memory.TaskExecuting)
 		require.Len(t, h.calls, 3)
 		require.Equal(t, []string{"hotel"}, run.view.Done)
@@ -610,9 +606,7 @@ func TestTaskStepFailures(t *testing.T) {
 			h := newTaskHarness(t, TaskConfig{})
 			h.onCall(c.answer)
 			h.onReconcile(reconciled(ActionApplied))
-			h.reach(memory.TaskExecuting)
-			run := h.update(TaskUpdateRunStep, RunStepRequest{})
-			h.run()
+			run := h.runStep(false)
 			ok(t, run, memory.TaskFailed)
 			require.Contains(t, run.view.LastError, c.want)
 			require.Len(t, h.calls, 1)
