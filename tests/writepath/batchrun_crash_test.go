@@ -33,12 +33,8 @@ func TestBatchRunsUnderWorkerKills(t *testing.T) {
 		t.Skip("batches under worker kills take minutes")
 	}
 	const batches, minKills = 6, 6
-	bin := testenv.Build(t, "./cmd/engram")
-	st, dbURL := testenv.StoreURL(t)
-	c := testenv.Temporal(t)
-	e := &env{t: t, st: st, c: c, queue: testenv.TaskQueue(t)}
-	workerEnv := testenv.WorkerEnv(t, dbURL, e.queue, "ENGRAM_EMBEDDER=ngram")
-	w := testenv.StartProcess(t, workerEnv, bin, "worker")
+	w := startKilledWorker(t)
+	e, st, c := w.e, w.e.st, w.e.c
 	// The reference: the same events written one by one by an in-process worker of
 	// its own queue (the killed worker's extractor, embedder and governance).
 	ref := &env{t: t, st: st, c: c, queue: startWriteWorker(t, c, st, llm.NewRuleExtractor(), embedding.NewNGramEmbedder(storage.EmbeddingDim))}
@@ -86,7 +82,7 @@ func TestBatchRunsUnderWorkerKills(t *testing.T) {
 			}
 		}()
 	}
-	kills := killWorkers(t, w, workerEnv, bin, minKills, 4*minKills, 150, 1350, func() bool { return finished.Load() >= int64(len(bs)) })
+	kills := w.killAtRandom(t, minKills, 4*minKills, 150, 1350, func() bool { return finished.Load() >= int64(len(bs)) })
 	wg.Wait()
 	t.Logf("%d batches, %d worker kills", len(bs), kills)
 	for _, err := range errs {

@@ -28,11 +28,8 @@ func TestCrashManyKillsDuringWrites(t *testing.T) {
 		t.Skip("300 writes under 20 worker kills take minutes")
 	}
 	const writes, minKills, callers = 300, 20, 16
-	bin := testenv.Build(t, "./cmd/engram")
-	st, dbURL := testenv.StoreURL(t)
-	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
-	workerEnv := testenv.WorkerEnv(t, dbURL, e.queue, "ENGRAM_EMBEDDER=ngram")
-	w := testenv.StartProcess(t, workerEnv, bin, "worker")
+	w := startKilledWorker(t)
+	e, st := w.e, w.e.st
 	tenant := "crash-" + testenv.RandomID(6)
 
 	var finished atomic.Int64
@@ -43,7 +40,7 @@ func TestCrashManyKillsDuringWrites(t *testing.T) {
 			return crashWrite(e, tenant, i)
 		})
 	}()
-	kills := killWorkers(t, w, workerEnv, bin, minKills, 2*minKills, 100, 1000, func() bool { return finished.Load() >= writes })
+	kills := w.killAtRandom(t, minKills, 2*minKills, 100, 1000, func() bool { return finished.Load() >= writes })
 	res := <-done
 	t.Logf("%d writes, %d worker kills", writes, kills)
 	var failures []string
@@ -94,17 +91,35 @@ func crashWrite(e *env, tenant string, i int) error {
 	return nil
 }
 
-// killWorkers SIGKILLs the worker process w at random moments (lo to hi ms apart),
+// killedWorker is `engram worker` (the n-gram embedder) run as a process on a
+// fresh database and a task queue of its own, for a test that SIGKILLs it; e
+// writes on that queue.
+type killedWorker struct {
+	e    *env
+	proc *testenv.Process
+	bin  string
+	env  []string
+}
+
+func startKilledWorker(t *testing.T) *killedWorker {
+	bin := testenv.Build(t, "./cmd/engram")
+	st, dbURL := testenv.StoreURL(t)
+	e := &env{t: t, st: st, c: testenv.Temporal(t), queue: testenv.TaskQueue(t)}
+	procEnv := testenv.WorkerEnv(t, dbURL, e.queue, "ENGRAM_EMBEDDER=ngram")
+	return &killedWorker{e: e, proc: testenv.StartProcess(t, procEnv, bin, "worker"), bin: bin, env: procEnv}
+}
+
+// killAtRandom SIGKILLs the worker process at random moments (lo to hi ms apart),
 // each time starting a new one at once, at least min times and then until done
 // or max kills; it returns the kills. The last worker started runs on.
-func killWorkers(t *testing.T, w *testenv.Process, env []string, bin string, min, max, lo, hi int, done func() bool) int {
+func (w *killedWorker) killAtRandom(t *testing.T, min, max, lo, hi int, done func() bool) int {
 	t.Helper()
 	kills := 0
 	for kills < min || (!done() && kills < max) {
 		time.Sleep(time.Duration(lo+rand.IntN(hi-lo)) * time.Millisecond)
-		w.Kill()
+		w.proc.Kill()
 		kills++
-		w = testenv.StartProcess(t, env, bin, "worker")
+		w.proc = testenv.StartProcess(t, w.env, w.bin, "worker")
 	}
 	return kills
 }

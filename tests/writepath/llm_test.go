@@ -287,17 +287,7 @@ func TestLLMInferredPreferenceNeedsConfirmation(t *testing.T) {
 
 func TestLLMSameStatementTwiceIsOneFactTwoEvidence(t *testing.T) {
 	e := newLLMEnv(t, seedScript(t, "u1"))
-	r1 := e.write(writetest.Event("t1", "u1", "travel", textDirect, base))
-	r2 := e.write(writetest.Event("t1", "u1", "travel", textDirect, base.Add(time.Hour)))
-	require.Len(t, r2.Results, 1)
-	assert.Equal(t, string(governance.ActionDuplicate), r2.Results[0].Action)
-	assert.Equal(t, 1, e.count("facts", "tenant_id = 't1' AND predicate = 'flight_type'"))
-	f := find(e.active("t1", "u1"), "flight_type", memory.ScopeUser)
-	require.NotNil(t, f)
-	ids, err := e.st.FactEvidenceIDs(context.Background(), "t1", f.ID)
-	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{r1.EvidenceID, r2.EvidenceID}, ids)
-	assert.Greater(t, f.Confidence, 0.9, "a repeated statement raises confidence")
+	e.seedDirectTwice()
 	assert.Len(t, e.chatFor(textDirect), 2)
 }
 

@@ -305,6 +305,22 @@ func (r *vtRunner) run(ctx context.Context, c vtCase) error {
 	return r.checkKnown(ctx, c, marks)
 }
 
+// budgetsAsOf are the values of the facts ff selects that were true at at (ACTIVE
+// or SUPERSEDED revisions valid then).
+func (r *vtRunner) budgetsAsOf(ctx context.Context, at time.Time, ff storage.FactFilter) ([]string, error) {
+	fs, err := r.st.FactsAsOf(ctx, r.tenant, at, ff)
+	if err != nil {
+		return nil, err
+	}
+	var got []string
+	for _, f := range fs {
+		if f.Status == memory.FactActive || f.Status == memory.FactSuperseded {
+			got = append(got, f.Object)
+		}
+	}
+	return got, nil
+}
+
 // checkKnown: known at the end of each wave, the memory held what the statements
 // sent so far say, at every statement's time (a statement sent later, once
 // governed, changes what is known after it, never what was known before).
@@ -323,15 +339,9 @@ func (r *vtRunner) checkKnown(ctx context.Context, c vtCase, marks []time.Time) 
 					break
 				}
 			}
-			fs, err := r.st.FactsAsOf(ctx, r.tenant, s.at, ff)
+			got, err := r.budgetsAsOf(ctx, s.at, ff)
 			if err != nil {
 				return err
-			}
-			var got []string
-			for _, f := range fs {
-				if f.Status == memory.FactActive || f.Status == memory.FactSuperseded {
-					got = append(got, f.Object)
-				}
 			}
 			if (want == "" && len(got) != 0) || (want != "" && (len(got) != 1 || got[0] != want)) {
 				return fmt.Errorf("known after wave %d, as of statement #%d: %v, want [%s]", j, i, got, want)
@@ -366,15 +376,9 @@ func (r *vtRunner) check(ctx context.Context, c vtCase) error {
 	}
 	for i, s := range c.stmts {
 		for _, at := range []time.Time{s.at, s.at.Add(30 * time.Second)} {
-			fs, err := r.st.FactsAsOf(ctx, r.tenant, at, ff)
+			got, err := r.budgetsAsOf(ctx, at, ff)
 			if err != nil {
 				return err
-			}
-			var got []string
-			for _, f := range fs {
-				if f.Status == memory.FactActive || f.Status == memory.FactSuperseded {
-					got = append(got, f.Object)
-				}
 			}
 			if len(got) != 1 || got[0] != obj(s.value) {
 				return fmt.Errorf("as of statement #%d (%s): %v, want [%s]; history %v", i, at.Format("15:04:05"), got, obj(s.value), history)
