@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -16,15 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/client"
-	"github.com/engramhq/engram/config"
-	"github.com/engramhq/engram/embedding"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/mcp"
-	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/server/servertest"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -38,36 +33,22 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st := testenv.Store(t)
-	tc := testenv.Temporal(t)
-	cfg, err := config.FromEnv()
-	require.NoError(t, err)
-	cfg.TaskQueue = testenv.TaskQueue(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := app.New(tc, cfg, st, log)
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	engine := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
-	t.Cleanup(func() { engine.Close() })
-	deps := server.Deps{Store: st, Temporal: tc, Config: cfg, Recaller: engine, Logger: log}
+	stack := servertest.Start(t, nil)
+	st := stack.Store
+	deps := stack.Deps()
 	api, err := server.New(deps)
 	require.NoError(t, err)
 	hs, err := server.NewHandlers(deps)
 	require.NoError(t, err)
-	opts := mcp.Options{Handlers: hs, Keys: st, Logger: log}
+	opts := mcp.Options{Handlers: hs, Keys: st, Logger: stack.Log}
 	mh, err := mcp.NewHTTPHandler(opts)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle("/mcp", mh)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = server.HTTPServer("", mux)
-	srv.Start()
-	t.Cleanup(srv.Close)
 
 	tA, tB := "mA-"+testenv.RandomID(8), "mB-"+testenv.RandomID(8)
-	e := &env{url: srv.URL, opts: opts, keys: map[string]string{}}
+	e := &env{url: servertest.Serve(t, mux), opts: opts, keys: map[string]string{}}
 	for name, k := range map[string]storage.APIKey{
 		"agentA":    {TenantID: tA, Principal: "agent-a", Roles: []string{"agent"}, UserID: "u1"},
 		"reviewerA": {TenantID: tA, Principal: "alice", Roles: []string{"reviewer"}},

@@ -17,6 +17,7 @@ import (
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/server/servertest"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -31,10 +32,7 @@ func TestRateLimits(t *testing.T) {
 	cfg.RateLimitPerKey, cfg.AuthFailuresPerIP = 5, 1 // bursts of 10 calls and 10 failures
 	h, err := server.New(server.Deps{Store: st, Temporal: testenv.Temporal(t), Config: cfg})
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config = server.HTTPServer("", h)
-	srv.Start()
-	t.Cleanup(srv.Close)
+	url := servertest.Serve(t, h)
 	key := func(name string) string {
 		k, err := st.CreateAPIKey(ctx, &storage.APIKey{TenantID: "t-" + testenv.RandomID(6), Principal: name, Roles: []string{storage.RoleAgent}})
 		require.NoError(t, err)
@@ -45,7 +43,7 @@ func TestRateLimits(t *testing.T) {
 		return err
 	}
 	busyKey := key("busy")
-	busy := client.New(srv.URL, busyKey, client.WithRetry(1, 0))
+	busy := client.New(url, busyKey, client.WithRetry(1, 0))
 	served, limited := 0, 0
 	var last error
 	for range 40 {
@@ -64,14 +62,14 @@ func TestRateLimits(t *testing.T) {
 	var ce *connect.Error
 	require.ErrorAs(t, last, &ce)
 	assert.NotEmpty(t, ce.Meta().Get("Retry-After"))
-	require.NoError(t, list(client.New(srv.URL, key("calm"), client.WithRetry(1, 0))), "another key has its own rate")
+	require.NoError(t, list(client.New(url, key("calm"), client.WithRetry(1, 0))), "another key has its own rate")
 	// The Go client waits out the Retry-After of a rate limit, then is served.
 	start := time.Now()
-	_, err = client.New(srv.URL, busyKey, client.WithRetry(3, 0)).ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u1"})
+	_, err = client.New(url, busyKey, client.WithRetry(3, 0)).ListFacts(ctx, &engramv1.ListFactsRequest{UserId: "u1"})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "after the Retry-After second")
 
-	bad := client.New(srv.URL, "egk_not-a-key", client.WithRetry(1, 0))
+	bad := client.New(url, "egk_not-a-key", client.WithRetry(1, 0))
 	codes := map[connect.Code]int{}
 	for range 30 {
 		codes[connect.CodeOf(list(bad))]++

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/engramhq/engram/internal/testenv"
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/server/servertest"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -41,15 +41,12 @@ func TestReadDeadlineCancelsStatement(t *testing.T) {
 	h, err := server.New(server.Deps{Store: st, ReadStore: reader, Temporal: testenv.Temporal(t), Config: cfg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config = server.HTTPServer("", h)
-	srv.Start()
-	t.Cleanup(srv.Close)
+	url := servertest.Serve(t, h)
 
 	tenant := "tR-" + testenv.RandomID(8)
 	key, err := st.CreateAPIKey(ctx, &storage.APIKey{TenantID: tenant, Principal: "rita", Roles: []string{"agent", "reviewer"}})
 	require.NoError(t, err)
-	c := client.New(srv.URL, key, client.WithRetry(1, 0))
+	c := client.New(url, key, client.WithRetry(1, 0))
 	f, err := st.WriteFact(ctx, tenant, &storage.Fact{
 		MemoryKey: "USER:u1/budget", Scope: memory.ScopeUser, UserID: "u1", MemoryType: memory.TypeConstraint,
 		Subject: "user", Predicate: "budget", Object: "6000 CNY", Content: "budget at most 6000 CNY",

@@ -6,15 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/engramhq/engram/embedding"
 	"github.com/engramhq/engram/privacy"
 
 	"connectrpc.com/connect"
@@ -29,14 +26,13 @@ import (
 
 	tclient "go.temporal.io/sdk/client"
 
-	"github.com/engramhq/engram/app"
 	"github.com/engramhq/engram/client"
 	"github.com/engramhq/engram/config"
 	engramv1 "github.com/engramhq/engram/gen/engram/v1"
 	"github.com/engramhq/engram/internal/actionserver"
 	"github.com/engramhq/engram/internal/testenv"
-	"github.com/engramhq/engram/recall"
 	"github.com/engramhq/engram/server"
+	"github.com/engramhq/engram/server/servertest"
 	"github.com/engramhq/engram/storage"
 )
 
@@ -63,35 +59,21 @@ var protocols = []struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st := testenv.Store(t)
-	tc := testenv.Temporal(t)
-	cfg, err := config.FromEnv()
-	require.NoError(t, err)
-	cfg.TaskQueue = testenv.TaskQueue(t)
-	cfg.ExtractAttempts = 2
 	as, err := actionserver.Start()
 	require.NoError(t, err)
 	t.Cleanup(as.Close)
-	cfg.ActionURL = as.URL()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := app.New(tc, cfg, st, log)
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	engine := recall.New(st, embedding.NewNGramEmbedder(storage.EmbeddingDim), nil, nil, recall.Options{Logger: log})
-	t.Cleanup(func() { engine.Close() })
+	stack := servertest.Start(t, func(cfg *config.Config) { cfg.ExtractAttempts, cfg.ActionURL = 2, as.URL() })
+	st, tc := stack.Store, stack.Temporal
 	// The API's reads run on a read-only pool (a write sent through it fails), as
 	// `engram serve`'s do; its timeout is roomy for a busy test machine.
 	reader := st.Reader(10*time.Second, 8)
 	t.Cleanup(func() { reader.Close() })
-	h, err := server.New(server.Deps{Store: st, ReadStore: reader, Temporal: tc, Config: cfg, Recaller: engine, Logger: log})
+	deps := stack.Deps()
+	deps.ReadStore = reader
+	h, err := server.New(deps)
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config = server.HTTPServer("", h)
-	srv.Start()
-	t.Cleanup(srv.Close)
 
-	e := &env{t: t, url: srv.URL, st: st, keys: map[string]string{}, tA: "tA-" + testenv.RandomID(8), tB: "tB-" + testenv.RandomID(8), tc: tc}
+	e := &env{t: t, url: servertest.Serve(t, h), st: st, keys: map[string]string{}, tA: "tA-" + testenv.RandomID(8), tB: "tB-" + testenv.RandomID(8), tc: tc}
 	for name, k := range map[string]storage.APIKey{
 		"agentA":    {TenantID: e.tA, Principal: "agent-a", Roles: []string{"agent"}, UserID: "u1", AllowedUsers: []string{"u1b"}},
 		"anyA":      {TenantID: e.tA, Principal: "agent-any", Roles: []string{"agent"}},

@@ -233,15 +233,8 @@ func parseExports(s string) ([][2]string, error) {
 		var v strings.Builder
 		for i := 0; i < len(raw); i++ {
 			switch raw[i] {
-			case '\'':
-				j := strings.IndexByte(raw[i+1:], '\'')
-				if j < 0 {
-					return nil, fmt.Errorf("unterminated quote in %q", line)
-				}
-				v.WriteString(raw[i+1 : i+1+j])
-				i += j + 1
-			case '"':
-				j := strings.IndexByte(raw[i+1:], '"')
+			case '\'', '"':
+				j := strings.IndexByte(raw[i+1:], raw[i])
 				if j < 0 {
 					return nil, fmt.Errorf("unterminated quote in %q", line)
 				}

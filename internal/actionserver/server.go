@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -198,13 +199,7 @@ func (s *Server) Requests() []Request {
 
 // RequestsFor returns the requests received with key.
 func (s *Server) RequestsFor(key string) []Request {
-	var out []Request
-	for _, r := range s.Requests() {
-		if r.Key == key {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(s.Requests(), func(r Request) bool { return r.Key != key })
 }
 
 // Lookups is how many status lookups were made for key.

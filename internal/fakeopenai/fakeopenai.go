@@ -27,6 +27,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,13 +264,7 @@ func (s *Server) Requests() []Request {
 
 // ChatRequests returns the chat completion requests received so far.
 func (s *Server) ChatRequests() []Request {
-	var out []Request
-	for _, r := range s.Requests() {
-		if r.Chat != nil {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(s.Requests(), func(r Request) bool { return r.Chat == nil })
 }
 
 // Calls counts the requests received for a path, e.g. "/v1/chat/completions".
@@ -333,6 +328,21 @@ func (s *Server) record(rec Request, status int) {
 	s.calls[rec.Path]++
 }
 
+// answering records the request with the status it gets, waits out resp's delay
+// and writes the error an unsuccessful status carries; it says whether the
+// handler still has to write its answer.
+func (s *Server) answering(w http.ResponseWriter, r *http.Request, rec Request, status int, resp Response) bool {
+	s.record(rec, status)
+	if !wait(r, resp.Delay) {
+		return false
+	}
+	if status != http.StatusOK {
+		writeError(w, status, resp.ErrorMessage, resp.RetryAfter)
+		return false
+	}
+	return true
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec Request) {
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(rec.Body, &req); err != nil {
@@ -357,12 +367,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.record(rec, status)
-	if !wait(r, resp.Delay) {
-		return
-	}
-	if status != http.StatusOK {
-		writeError(w, status, resp.ErrorMessage, resp.RetryAfter)
+	if !s.answering(w, r, rec, status, resp) {
 		return
 	}
 	model := req.Model
@@ -450,12 +455,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rec Request)
 			resp.ErrorMessage = "'$.input' is invalid: empty string"
 		}
 	}
-	s.record(rec, status)
-	if !wait(r, resp.Delay) {
-		return
-	}
-	if status != http.StatusOK {
-		writeError(w, status, resp.ErrorMessage, resp.RetryAfter)
+	if !s.answering(w, r, rec, status, resp) {
 		return
 	}
 

@@ -76,10 +76,10 @@ func VisibilityFilter(v recall.Visibility, kinds []recall.Kind) (filter string, 
 				own = append(own, eq(FieldScope, string(memory.ScopeUser)))
 			}
 			if v.SessionID != "" && allows(memory.ScopeSession) {
-				own = append(own, "("+eq(FieldScope, string(memory.ScopeSession))+" && "+eq(FieldSession, v.SessionID)+")")
+				own = append(own, inScope(memory.ScopeSession, FieldSession, v.SessionID))
 			}
 			if v.TaskID != "" && allows(memory.ScopeTask) {
-				own = append(own, "("+eq(FieldScope, string(memory.ScopeTask))+" && "+eq(FieldTask, v.TaskID)+")")
+				own = append(own, inScope(memory.ScopeTask, FieldTask, v.TaskID))
 			}
 			if len(own) > 0 {
 				scopes = append(scopes, "("+eq(FieldUser, v.UserID)+" && ("+strings.Join(own, " || ")+"))")
@@ -89,10 +89,10 @@ func VisibilityFilter(v recall.Visibility, kinds []recall.Kind) (filter string, 
 			scopes = append(scopes, eq(FieldScope, string(memory.ScopeTenant)))
 		}
 		if v.DepartmentID != "" && allows(memory.ScopeDepartment) {
-			scopes = append(scopes, "("+eq(FieldScope, string(memory.ScopeDepartment))+" && "+eq(FieldDepartment, v.DepartmentID)+")")
+			scopes = append(scopes, inScope(memory.ScopeDepartment, FieldDepartment, v.DepartmentID))
 		}
 		if v.AgentID != "" && allows(memory.ScopeAgent) {
-			scopes = append(scopes, "("+eq(FieldScope, string(memory.ScopeAgent))+" && "+eq(FieldAgent, v.AgentID)+")")
+			scopes = append(scopes, inScope(memory.ScopeAgent, FieldAgent, v.AgentID))
 		}
 		if len(scopes) > 0 {
 			branches = append(branches, "("+strings.Join([]string{
@@ -158,4 +158,10 @@ func deleteFilter(tenantID string, f Filter) (string, error) {
 		return "", memory.FieldError{Field: "filter", Problem: "selects the whole tenant; set All to mean it"}
 	}
 	return strings.Join(parts, " && "), nil
+}
+
+// inScope matches the documents of one scope that belong to id (a session, task,
+// department or agent) by their field.
+func inScope(scope memory.Scope, field, id string) string {
+	return "(" + eq(FieldScope, string(scope)) + " && " + eq(field, id) + ")"
 }
