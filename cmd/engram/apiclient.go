@@ -253,7 +253,13 @@ func describeField(field, desc string, flags fieldFlags) string {
 	return fmt.Sprintf("%s: %s", field, desc)
 }
 
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 2, 2, ' ', 0) }
+// writeTable writes a table: header, then the lines rows writes, as columns.
+func writeTable(out io.Writer, header string, rows func(tw io.Writer)) error {
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	return tw.Flush()
+}
 
 // printRecords prints the operators' own records (keys, the access log, …): as
 // JSON (printValue) with --json, else a table of header and what rows writes.
@@ -261,10 +267,7 @@ func printRecords(out io.Writer, asJSON bool, v any, header string, rows func(tw
 	if asJSON {
 		return printValue(out, v)
 	}
-	tw := table(out)
-	fmt.Fprintln(tw, header)
-	rows(tw)
-	return tw.Flush()
+	return writeTable(out, header, rows)
 }
 
 // clip shortens s to n runes for a table cell, on one line.

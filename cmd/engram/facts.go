@@ -165,13 +165,12 @@ func printFacts(out io.Writer, facts []*engramv1.Fact) error {
 		fmt.Fprintln(out, "no facts")
 		return nil
 	}
-	tw := table(out)
-	fmt.Fprintln(tw, "FACT\tREV\tSTATUS\tSCOPE\tTYPE\tPREDICATE\tVALUE\tCONTENT\tVALID FROM\tVALID UNTIL\tRECORDED\tRETIRED\tCONF\tMEMORY KEY")
-	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", f.Id, f.Revision,
-			enumName(f.Status.String(), "FACT_STATUS_"), scopeText(f.Scope), strings.ToLower(enumName(f.MemoryType.String(), "MEMORY_TYPE_")),
-			dash(f.Predicate), clip(dash(f.Object), 24), clip(f.Content, 40), tsText(f.ValidFrom), tsText(f.ValidUntil),
-			tsText(f.RecordedAt), tsText(f.RetiredAt), f.Confidence, f.MemoryKey)
-	}
-	return tw.Flush()
+	return writeTable(out, "FACT\tREV\tSTATUS\tSCOPE\tTYPE\tPREDICATE\tVALUE\tCONTENT\tVALID FROM\tVALID UNTIL\tRECORDED\tRETIRED\tCONF\tMEMORY KEY", func(tw io.Writer) {
+		for _, f := range facts {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n", f.Id, f.Revision,
+				enumName(f.Status.String(), "FACT_STATUS_"), scopeText(f.Scope), strings.ToLower(enumName(f.MemoryType.String(), "MEMORY_TYPE_")),
+				dash(f.Predicate), clip(dash(f.Object), 24), clip(f.Content, 40), tsText(f.ValidFrom), tsText(f.ValidUntil),
+				tsText(f.RecordedAt), tsText(f.RetiredAt), f.Confidence, f.MemoryKey)
+		}
+	})
 }

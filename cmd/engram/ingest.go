@@ -273,12 +273,11 @@ func ingestFile(cmd *cobra.Command, o *apiOpts, c *conn, events []*engramv1.Even
 		}
 	}
 	fmt.Fprintln(out)
-	tw := table(out)
-	fmt.Fprintln(tw, "#\tSTATUS\tKEY\tEVENT\tOUTCOMES\tREASON")
-	for i, r := range all.Results {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", i+1, enumName(r.Status.String(), "WRITE_STATUS_"), clip(r.IdempotencyKey, 40), dash(short(r.EventId)), len(r.Outcomes), clip(r.Reason, 60))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTable(out, "#\tSTATUS\tKEY\tEVENT\tOUTCOMES\tREASON", func(tw io.Writer) {
+		for i, r := range all.Results {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", i+1, enumName(r.Status.String(), "WRITE_STATUS_"), clip(r.IdempotencyKey, 40), dash(short(r.EventId)), len(r.Outcomes), clip(r.Reason, 60))
+		}
+	}); err != nil {
 		return err
 	}
 	printPending(out, pending)
@@ -295,12 +294,11 @@ func printIngestResult(out io.Writer, r *engramv1.IngestResult) error {
 		fmt.Fprintf(out, "reason: %s\n", r.Reason)
 	}
 	if len(r.Outcomes) > 0 {
-		tw := table(out)
-		fmt.Fprintln(tw, "CANDIDATE\tSTATUS\tACTION\tFACT\tMEMORY KEY\tREASON")
-		for _, oc := range r.Outcomes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oc.CandidateId, enumName(oc.Status.String(), "CANDIDATE_STATUS_"), dash(oc.Action), dash(oc.FactId), dash(oc.MemoryKey), clip(oc.Reason, 70))
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writeTable(out, "CANDIDATE\tSTATUS\tACTION\tFACT\tMEMORY KEY\tREASON", func(tw io.Writer) {
+			for _, oc := range r.Outcomes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oc.CandidateId, enumName(oc.Status.String(), "CANDIDATE_STATUS_"), dash(oc.Action), dash(oc.FactId), dash(oc.MemoryKey), clip(oc.Reason, 70))
+			}
+		}); err != nil {
 			return err
 		}
 	}
@@ -313,12 +311,11 @@ func printPending(out io.Writer, pending []*engramv1.PendingReview) {
 		return
 	}
 	fmt.Fprintf(out, "\n%d candidate(s) await review:\n", len(pending))
-	tw := table(out)
-	fmt.Fprintln(tw, "CANDIDATE\tCONTENT\tWHY REVIEW")
-	for _, p := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.CandidateId, clip(p.Content, 50), clip(p.Reason, 60))
-	}
-	_ = tw.Flush()
+	_ = writeTable(out, "CANDIDATE\tCONTENT\tWHY REVIEW", func(tw io.Writer) {
+		for _, p := range pending {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.CandidateId, clip(p.Content, 50), clip(p.Reason, 60))
+		}
+	})
 	fmt.Fprintf(out, "decide with: engram review confirm|reject %s   (or edit --value V)\n", pending[0].CandidateId)
 }
 

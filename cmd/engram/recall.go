@@ -88,15 +88,14 @@ func printRecall(out io.Writer, res *engramv1.RecallResponse) error {
 		return nil
 	}
 	fmt.Fprintln(out)
-	tw := table(out)
-	fmt.Fprintln(tw, "#\tKIND\tSCORE\tSCOPE\tTYPE\tCONTENT\tRETRIEVERS\tWHY")
-	for i, it := range res.Items {
-		typ := "-"
-		if it.MemoryType != engramv1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
-			typ = strings.ToLower(enumName(it.MemoryType.String(), "MEMORY_TYPE_"))
+	return writeTable(out, "#\tKIND\tSCORE\tSCOPE\tTYPE\tCONTENT\tRETRIEVERS\tWHY", func(tw io.Writer) {
+		for i, it := range res.Items {
+			typ := "-"
+			if it.MemoryType != engramv1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
+				typ = strings.ToLower(enumName(it.MemoryType.String(), "MEMORY_TYPE_"))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\n", i+1, it.Kind, it.Score, scopeText(it.Scope), typ,
+				clip(it.Content, 48), strings.Join(it.Retrievers, ","), clip(it.Why, 60))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\n", i+1, it.Kind, it.Score, scopeText(it.Scope), typ,
-			clip(it.Content, 48), strings.Join(it.Retrievers, ","), clip(it.Why, 60))
-	}
-	return tw.Flush()
+	})
 }

@@ -65,16 +65,15 @@ func printPendingTable(out io.Writer, pending []*engramv1.PendingReview) error {
 		fmt.Fprintln(out, "nothing awaits review")
 		return nil
 	}
-	tw := table(out)
-	fmt.Fprintln(tw, "CANDIDATE\tUSER\tSCOPE\tTYPE\tORIGIN\tCONF\tSAID\tCONTENT\tWHY REVIEW\tSINCE")
-	for _, p := range pending {
-		// SAID: how many times the same thing awaits review (one item; deciding it
-		// decides them all).
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%s\n", p.CandidateId, p.UserId, scopeText(p.Scope),
-			strings.ToLower(enumName(p.MemoryType.String(), "MEMORY_TYPE_")), strings.ToLower(enumName(p.Origin.String(), "ORIGIN_")),
-			p.Confidence, 1+len(p.IdenticalCandidateIds), clip(p.Content, 40), clip(p.Reason, 50), tsText(p.CreatedAt))
-	}
-	return tw.Flush()
+	return writeTable(out, "CANDIDATE\tUSER\tSCOPE\tTYPE\tORIGIN\tCONF\tSAID\tCONTENT\tWHY REVIEW\tSINCE", func(tw io.Writer) {
+		for _, p := range pending {
+			// SAID: how many times the same thing awaits review (one item; deciding it
+			// decides them all).
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%s\n", p.CandidateId, p.UserId, scopeText(p.Scope),
+				strings.ToLower(enumName(p.MemoryType.String(), "MEMORY_TYPE_")), strings.ToLower(enumName(p.Origin.String(), "ORIGIN_")),
+				p.Confidence, 1+len(p.IdenticalCandidateIds), clip(p.Content, 40), clip(p.Reason, 50), tsText(p.CreatedAt))
+		}
+	})
 }
 
 func decideCmd(verb string, d engramv1.Decision) *cobra.Command {

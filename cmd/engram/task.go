@@ -284,33 +284,31 @@ func printTask(out io.Writer, t *engramv1.Task) error {
 		fmt.Fprintf(out, "confirm before: %s\n", tsText(t.ConfirmDeadline))
 	}
 	if len(t.Steps) > 0 {
-		tw := table(out)
-		fmt.Fprintln(tw, "STEP\tACTION\tSTATUS\tSENDS\tRESULT\tERROR")
-		for _, s := range t.Steps {
-			res := "-"
-			if s.Result != nil {
-				if b, err := s.Result.MarshalJSON(); err == nil {
-					res = clip(string(b), 50)
+		_ = writeTable(out, "STEP\tACTION\tSTATUS\tSENDS\tRESULT\tERROR", func(tw io.Writer) {
+			for _, s := range t.Steps {
+				res := "-"
+				if s.Result != nil {
+					if b, err := s.Result.MarshalJSON(); err == nil {
+						res = clip(string(b), 50)
+					}
 				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Step.GetName(), s.Step.GetAction(), s.Status, s.Sends, res, clip(dash(s.Error), 50))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Step.GetName(), s.Step.GetAction(), s.Status, s.Sends, res, clip(dash(s.Error), 50))
-		}
-		_ = tw.Flush()
+		})
 	} else if len(t.Done)+len(t.Todo) > 0 {
 		fmt.Fprintf(out, "done: %s\ntodo: %s\n", dash(strings.Join(t.Done, ", ")), dash(strings.Join(t.Todo, ", ")))
 	}
 	if len(t.Transitions) > 0 {
 		fmt.Fprintln(out)
-		tw := table(out)
-		fmt.Fprintln(tw, "SEQ\tFROM\tTO\tACTOR\tSTEP\tREASON")
-		for _, tr := range t.Transitions {
-			from := "-"
-			if tr.From != engramv1.TaskState_TASK_STATE_UNSPECIFIED {
-				from = enumName(tr.From.String(), "TASK_STATE_")
+		return writeTable(out, "SEQ\tFROM\tTO\tACTOR\tSTEP\tREASON", func(tw io.Writer) {
+			for _, tr := range t.Transitions {
+				from := "-"
+				if tr.From != engramv1.TaskState_TASK_STATE_UNSPECIFIED {
+					from = enumName(tr.From.String(), "TASK_STATE_")
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, from, enumName(tr.To.String(), "TASK_STATE_"), tr.Actor, dash(tr.Step), clip(tr.Reason, 70))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, from, enumName(tr.To.String(), "TASK_STATE_"), tr.Actor, dash(tr.Step), clip(tr.Reason, 70))
-		}
-		return tw.Flush()
+		})
 	}
 	return nil
 }
