@@ -3,7 +3,6 @@ package llm
 import (
 	"context"
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -14,13 +13,6 @@ import (
 	"github.com/engramhq/engram/internal/fakeopenai"
 )
 
-func norm2(v []float32) float64 {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	return math.Sqrt(s)
-}
 func newEmbedder(t *testing.T, srv *fakeopenai.Server, dim, batch int) *OpenAIEmbedder {
 	t.Helper()
 	e, err := NewOpenAIEmbedder(OpenAIEmbedderConfig{BaseURL: srv.BaseURL(), APIKey: "k", Model: "text-embedding-3-small", Dim: dim, BatchSize: batch, Timeout: 2 * time.Second})
