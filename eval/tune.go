@@ -50,6 +50,7 @@ type TuneFold struct {
 var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
+	"speaker": SpeakerGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -341,7 +342,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -349,9 +350,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -513,8 +514,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d\n",
-			span(h.TunedOn), b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan)
+		fmt.Fprintf(out, "best on %s: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f\n",
+			span(h.TunedOn), b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed)
 	}
 }
 
@@ -540,6 +541,18 @@ func AdjacentGrid() []recall.Fusion {
 				out = addSetting(out, f)
 			}
 		}
+	}
+	return out
+}
+
+// SpeakerGrid lifts the turns of the speaker a question names
+// (Fusion.SpeakerNamed) by growing shares.
+func SpeakerGrid() []recall.Fusion {
+	out := []recall.Fusion{recall.DefaultFusion()}
+	for _, s := range []float64{0.05, 0.1, 0.2, 0.3, 0.5, 1} {
+		f := recall.DefaultFusion()
+		f.SpeakerNamed = s
+		out = addSetting(out, f)
 	}
 	return out
 }

@@ -95,3 +95,45 @@ func TestTiesRankWithoutTheirIDs(t *testing.T) {
 		}
 	}
 }
+
+// A turn by the speaker the question names leads a slightly better-scored turn by
+// someone else (SpeakerNamed), and only the lead changes: the rest keep their
+// order and every score stays as it was.
+func TestSpeakerNamedLeads(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: parseQuery(nil, "What did Maya say about the move?", now)}
+	ev := func(id, speaker string, d float64) evidenceRow {
+		return evidenceRow{ID: id, UserID: "u", Speaker: speaker, SessionID: "s1", OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(d)}
+	}
+	evs := []evidenceRow{ev("e-tom", "USER:Tom", 2.0), ev("e-maya", "USER:Maya", 1.8), ev("e-tom2", "USER:Tom", 1.7), ev("e-mayan", "USER:Mayan", 1.9)}
+	ids := func(items []Item) string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	off := DefaultFusion()
+	off.SpeakerNamed = 0
+	before := fuse(off, p, nil, evs, nil)
+	if got := ids(before); got != "e-tom,e-mayan,e-maya,e-tom2" {
+		t.Fatalf("without the lift: %s", got)
+	}
+	on := DefaultFusion()
+	after := fuse(on, p, nil, evs, nil)
+	if got := ids(after); got != "e-maya,e-tom,e-mayan,e-tom2" {
+		t.Fatalf("with SpeakerNamed %.2f: %s, want Maya's turn first and the rest in their order (Mayan is not Maya)", on.SpeakerNamed, got)
+	}
+	if !strings.Contains(after[0].Why, "said by maya, whom the question names") {
+		t.Errorf("why: %q", after[0].Why)
+	}
+	score := map[string]float64{}
+	for _, it := range before {
+		score[it.ID] = it.Score
+	}
+	for _, it := range after {
+		if it.Score != score[it.ID] {
+			t.Errorf("%s scored %v, was %v: the lift decides the lead only", it.ID, it.Score, score[it.ID])
+		}
+	}
+}

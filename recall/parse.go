@@ -25,6 +25,8 @@ type ParsedQuery struct {
 	To          *time.Time          `json:"to,omitempty"`
 	Latest      bool                `json:"latest,omitempty"` // "上次", "last time": favour the newest
 	Terms       []string            `json:"terms,omitempty"`  // keyword terms (words, CJK bigrams)
+	// lower is the question, lower-cased: who it names (Fusion.SpeakerNamed).
+	lower string
 }
 
 func (p *ParsedQuery) structured() bool {
@@ -97,6 +99,7 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 		return p
 	}
 	lower := strings.ToLower(q)
+	p.lower = lower
 	folded := foldKey(q) // for the patterns' prefilters (prefilter.go)
 	if s != nil {
 		for _, pred := range s.AllPredicates() {
