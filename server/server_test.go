@@ -442,6 +442,15 @@ func TestTenantIsolation(t *testing.T) {
 	assert.Equal(t, connect.CodeNotFound, codeOf(t, err))
 }
 
+// badCase is one bad call: through key's client it gets code, naming field.
+type badCase struct {
+	name  string
+	key   string
+	call  func(c *client.Client) error
+	code  connect.Code
+	field string
+}
+
 // Bad input through every RPC: the right code, the field named, nothing written.
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
@@ -451,6 +460,32 @@ func TestBadInput(t *testing.T) {
 	for _, tb := range tables {
 		before[tb] = e.count(tb)
 	}
+	cases := append(append(badIngests(ctx), badReads(ctx)...), badTaskAndSchemaCalls(ctx)...)
+	for _, p := range protocols {
+		for _, tc := range cases {
+			t.Run(p.name+"/"+tc.name, func(t *testing.T) {
+				err := tc.call(e.client(tc.key, p.opt...))
+				require.Error(t, err)
+				assert.Equal(t, tc.code, connect.CodeOf(err), err.Error())
+				msg := err.Error()
+				assert.NotContains(t, msg, "goroutine", "no stack traces")
+				assert.NotContains(t, msg, "SQLSTATE", "no driver errors")
+				if tc.field != "" {
+					vs := client.FieldViolations(err)
+					require.NotEmpty(t, vs, "a BadRequest detail names the field: %v", err)
+					assert.True(t, strings.HasPrefix(vs[0].Field, tc.field), "field %q, want %q", vs[0].Field, tc.field)
+					assert.Contains(t, msg, tc.field)
+				}
+			})
+		}
+	}
+	for _, tb := range tables {
+		assert.Equal(t, before[tb], e.count(tb), "nothing was written to %s", tb)
+	}
+}
+
+// badIngests are bad Ingest calls.
+func badIngests(ctx context.Context) []badCase {
 	ev := func(mut func(*engramv1.Event)) *engramv1.Event {
 		x := &engramv1.Event{IdempotencyKey: "k-" + testenv.RandomID(8), UserId: "u1", Content: "预算不超过8000元", Schema: "travel"}
 		mut(x)
@@ -461,18 +496,10 @@ func TestBadInput(t *testing.T) {
 		many[i] = ev(func(*engramv1.Event) {})
 	}
 	dup := []*engramv1.Event{ev(func(x *engramv1.Event) { x.IdempotencyKey = "same" }), ev(func(x *engramv1.Event) { x.IdempotencyKey = "same" })}
-	badSchema := "name: travel\nversion: 1\npredicates:\n  - name: budget\n    value_type: nonsense\n"
-	type call func(c *client.Client) error
-	ingest := func(req *engramv1.IngestRequest) call {
+	ingest := func(req *engramv1.IngestRequest) func(*client.Client) error {
 		return func(c *client.Client) error { _, err := c.Memory.Ingest(ctx, connect.NewRequest(req)); return err }
 	}
-	cases := []struct {
-		name  string
-		key   string
-		call  call
-		code  connect.Code
-		field string
-	}{
+	return []badCase{
 		{"Ingest without event", "agentA", ingest(&engramv1.IngestRequest{}), connect.CodeInvalidArgument, "event"},
 		{"Ingest event and events", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(*engramv1.Event) {}), Events: []*engramv1.Event{ev(func(*engramv1.Event) {})}}), connect.CodeInvalidArgument, "events"},
 		{"Ingest empty content", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = " " })}), connect.CodeInvalidArgument, "event.content"},
@@ -496,6 +523,13 @@ func TestBadInput(t *testing.T) {
 			x.Payload, _ = structpb.NewStruct(map[string]any{"tool": map[string]any{"out": "a\x00"}})
 		})}), connect.CodeInvalidArgument, "event.payload.tool.out"},
 		{"Ingest batch NUL session", "agentA", ingest(&engramv1.IngestRequest{Events: []*engramv1.Event{ev(func(*engramv1.Event) {}), ev(func(x *engramv1.Event) { x.SessionId = "s\x00" })}}), connect.CodeInvalidArgument, "events[1].session_id"},
+		{"Ingest over 1 MiB", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = strings.Repeat("a", 1<<20+10) })}), connect.CodeInvalidArgument, "body"},
+	}
+}
+
+// badReads are bad Recall, fact and Forget calls.
+func badReads(ctx context.Context) []badCase {
+	return []badCase{
 		{"Recall NUL query", "agentA", func(c *client.Client) error {
 			_, err := c.Recall(ctx, &engramv1.RecallRequest{Query: "where\x00"})
 			return err
@@ -504,7 +538,6 @@ func TestBadInput(t *testing.T) {
 			_, err := c.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u\x00"}))
 			return err
 		}, connect.CodeInvalidArgument, "user_id"},
-		{"Ingest over 1 MiB", "agentA", ingest(&engramv1.IngestRequest{Event: ev(func(x *engramv1.Event) { x.Content = strings.Repeat("a", 1<<20+10) })}), connect.CodeInvalidArgument, "body"},
 		{"Recall k", "agentA", func(c *client.Client) error {
 			_, err := c.Recall(ctx, &engramv1.RecallRequest{Query: "x", K: 101})
 			return err
@@ -550,6 +583,13 @@ func TestBadInput(t *testing.T) {
 			_, err := c.Memory.Forget(ctx, connect.NewRequest(&engramv1.ForgetRequest{UserId: "u1"}))
 			return err
 		}, connect.CodePermissionDenied, ""},
+	}
+}
+
+// badTaskAndSchemaCalls are bad review, task and schema calls.
+func badTaskAndSchemaCalls(ctx context.Context) []badCase {
+	badSchema := "name: travel\nversion: 1\npredicates:\n  - name: budget\n    value_type: nonsense\n"
+	return []badCase{
 		{"ListPending limit", "reviewerA", func(c *client.Client) error { _, err := c.ListPending(ctx, "", -1); return err }, connect.CodeInvalidArgument, "limit"},
 		{"Decide bad id", "reviewerA", func(c *client.Client) error {
 			_, err := c.Decide(ctx, &engramv1.DecideRequest{CandidateId: "x", Decision: engramv1.Decision_DECISION_CONFIRM})
@@ -613,27 +653,6 @@ func TestBadInput(t *testing.T) {
 			_, err := c.Schema.SuggestSchemaChanges(ctx, connect.NewRequest(&engramv1.SuggestSchemaChangesRequest{}))
 			return err
 		}, connect.CodeInvalidArgument, "name"},
-	}
-	for _, p := range protocols {
-		for _, tc := range cases {
-			t.Run(p.name+"/"+tc.name, func(t *testing.T) {
-				err := tc.call(e.client(tc.key, p.opt...))
-				require.Error(t, err)
-				assert.Equal(t, tc.code, connect.CodeOf(err), err.Error())
-				msg := err.Error()
-				assert.NotContains(t, msg, "goroutine", "no stack traces")
-				assert.NotContains(t, msg, "SQLSTATE", "no driver errors")
-				if tc.field != "" {
-					vs := client.FieldViolations(err)
-					require.NotEmpty(t, vs, "a BadRequest detail names the field: %v", err)
-					assert.True(t, strings.HasPrefix(vs[0].Field, tc.field), "field %q, want %q", vs[0].Field, tc.field)
-					assert.Contains(t, msg, tc.field)
-				}
-			})
-		}
-	}
-	for _, tb := range tables {
-		assert.Equal(t, before[tb], e.count(tb), "nothing was written to %s", tb)
 	}
 }
 
