@@ -51,6 +51,9 @@ and write and recall latency. Exits non-zero when a suite misses a threshold.
 See eval/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := errors.Join(checkRange(cmd, "k", k, 1, 100, ""), checkRange(cmd, "parallel", parallel, 1, 64, " scenarios")); err != nil {
+				return err
+			}
 			cfg, err := loadConfig()
 			if err != nil {
 				return err
