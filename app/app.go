@@ -60,7 +60,7 @@ type App struct {
 	// Ingestor takes writes in (the API's Ingest); nil unless Options.API.
 	Ingestor *write.Ingestor
 	// Notices tell a caller of Ingestor waiting on a write this process's worker
-	// runs its outcome from FastWrite (write.Notices): the Temporal connection, the
+	// runs its outcome from its Write step (write.Notices): the Temporal connection, the
 	// worker and the Ingestor share them.
 	Notices *write.Notices
 	closers []func()
@@ -290,7 +290,7 @@ func (m meteredRecaller) Recall(ctx context.Context, req recall.Request) (recall
 func DialTemporal(cfg config.Config, log *slog.Logger, m *telemetry.Metrics, n *write.Notices) (client.Client, error) {
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: tlog.NewStructuredLogger(log)}
 	if n != nil {
-		// Writes this process starts eagerly are answered by its own FastWrite,
+		// Writes this process starts eagerly are answered by its own Write step,
 		// without the result's long poll.
 		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(n.Interceptor()))
 	}

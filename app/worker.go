@@ -125,7 +125,7 @@ func NewWorkerWith(c client.Client, cfg config.Config, st *storage.Store, em emb
 }
 
 // newWorker is NewWorkerWith whose write activities tell n (Build's Notices) each
-// FastWrite's outcome; nil tells nobody.
+// Write step's outcome; nil tells nobody.
 func newWorker(c client.Client, cfg config.Config, st *storage.Store, em embedding.Embedder, ex llm.Extractor, log *slog.Logger, n *write.Notices, icpt ...interceptor.WorkerInterceptor) (worker.Worker, error) {
 	if ex == nil {
 		var err error

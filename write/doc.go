@@ -6,6 +6,11 @@
 // puts all of it on a worker; and the intake of writes (Ingestor: record the event,
 // then start, enqueue or wait for its write), which the API calls.
 //
+// A write of the current revision (3) is workflow.go over fastpath.go: the Write
+// local activity calls the steps in order in the worker's process and returns the
+// workflow's result; what it leaves runs as those steps' own activities. Writes
+// and batches an older binary started replay through legacy.go.
+//
 // It may import memory, schema, governance, storage, llm, embedding and
 // internal/outage; it never imports server, recall or the other feature packages
 // (task, lifecycle).
