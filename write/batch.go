@@ -94,10 +94,7 @@ func validBatch(in MemoryWriteBatchInput) error {
 }
 
 func memoryWriteBatch(ctx workflow.Context, in MemoryWriteBatchInput, rv *reviewState) (out MemoryWriteBatchResult, err error) {
-	switch {
-	case in.Revision > WriteRevision:
-		panic(fmt.Sprintf("write revision %d is newer than this worker's %d", in.Revision, WriteRevision))
-	case in.Revision < 3:
+	if legacyRevision(in.Revision) {
 		return memoryWriteBatchSteps(ctx, in, rv)
 	}
 	if err := validBatch(in); err != nil {
@@ -192,14 +189,24 @@ func (b *batch) write(ctx workflow.Context, idx []int, _ bool) (int, error) {
 func (b *batch) startIndex(ctx workflow.Context) []workflow.Future {
 	var a *MemoryActivities
 	var fs []workflow.Future
-	for _, part := range chunks(b.gathered.EvidenceIDs, indexChunk) {
-		fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: b.gathered.TenantID, EvidenceIDs: part}))
+	for _, in := range indexParts(b.gathered) {
+		fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, in))
 	}
-	for _, part := range chunks(b.gathered.FactIDs, indexChunk) {
-		fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, IndexInput{TenantID: b.gathered.TenantID, FactIDs: part}))
-	}
-	b.gathered.EvidenceIDs, b.gathered.FactIDs = nil, nil
 	return fs
+}
+
+// indexParts is what g gathered as Index inputs of indexChunk texts each (the
+// turns first, then the facts), and empties g.
+func indexParts(g *IndexInput) []IndexInput {
+	var out []IndexInput
+	for _, part := range chunks(g.EvidenceIDs, indexChunk) {
+		out = append(out, IndexInput{TenantID: g.TenantID, EvidenceIDs: part})
+	}
+	for _, part := range chunks(g.FactIDs, indexChunk) {
+		out = append(out, IndexInput{TenantID: g.TenantID, FactIDs: part})
+	}
+	g.EvidenceIDs, g.FactIDs = nil, nil
+	return out
 }
 
 // review awaits the reviews the batch's candidates wait for and commits what the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/activity"
@@ -188,19 +189,10 @@ func settle(step *WriteStep, ev memory.IngestEvent, workflowID string, embed boo
 func (s *WriteStep) committed(com CommitResult) {
 	s.Result.Results = append(s.Result.Results, com.Results...)
 	for _, id := range com.FactIDs {
-		if !contains(com.Indexed, id) {
+		if !slices.Contains(com.Indexed, id) {
 			s.Unindexed.FactIDs = append(s.Unindexed.FactIDs, id)
 		}
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // sessionSettled adds the turn to its session's working memory and says whether
@@ -277,7 +269,7 @@ func asFastWrite(step WriteStep) FastWriteResult {
 		for _, r := range step.Result.Results {
 			if r.FactID != "" {
 				com.FactIDs = append(com.FactIDs, r.FactID)
-				if !contains(step.Unindexed.FactIDs, r.FactID) {
+				if !slices.Contains(step.Unindexed.FactIDs, r.FactID) {
 					com.Indexed = append(com.Indexed, r.FactID)
 				}
 			}

@@ -98,20 +98,13 @@ func (s steps) startIndex(ctx workflow.Context) []workflow.Future {
 	}
 	var a *MemoryActivities
 	var fs []workflow.Future
-	index := func(in IndexInput) {
+	for _, in := range indexParts(s.batched) {
 		if s.regularIndex {
 			fs = append(fs, workflow.ExecuteActivity(dbActivity(ctx), a.Index, in))
 		} else {
 			fs = append(fs, s.db(ctx, a.Index, in))
 		}
 	}
-	for _, part := range chunks(s.batched.EvidenceIDs, indexChunk) {
-		index(IndexInput{TenantID: s.batched.TenantID, EvidenceIDs: part})
-	}
-	for _, part := range chunks(s.batched.FactIDs, indexChunk) {
-		index(IndexInput{TenantID: s.batched.TenantID, FactIDs: part})
-	}
-	s.batched.EvidenceIDs, s.batched.FactIDs = nil, nil
 	return fs
 }
 

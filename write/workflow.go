@@ -119,12 +119,7 @@ type pendingItem struct {
 // it left to the workflow (writeOne.finish), then the review of what waits for
 // one. A write an older binary started runs as it started (memoryWriteSteps).
 func memoryWrite(ctx workflow.Context, in MemoryWriteInput, rv *reviewState) (res MemoryWriteResult, err error) {
-	switch {
-	case in.Revision > WriteRevision:
-		// A newer binary started it: fail the task (it is retried) rather than run it
-		// as an older shape.
-		panic(fmt.Sprintf("write revision %d is newer than this worker's %d", in.Revision, WriteRevision))
-	case in.Revision < 3:
+	if legacyRevision(in.Revision) {
 		return memoryWriteSteps(ctx, in, rv)
 	}
 	ev := in.Event
@@ -179,6 +174,16 @@ func markFailedBy(ctx workflow.Context, err error, in MarkFailedInput, step func
 	if merr := step(dctx, a.MarkFailed, in).Get(dctx, nil); merr != nil {
 		workflow.GetLogger(ctx).Error("could not mark the failed write's events FAILED", "error", merr)
 	}
+}
+
+// legacyRevision is whether a write (or batch) of revision rev runs a shape before
+// revision 3 (legacy.go). One a newer binary started fails the workflow task (it
+// is retried, on a worker of that binary) rather than run as an older shape.
+func legacyRevision(rev int) bool {
+	if rev > WriteRevision {
+		panic(fmt.Sprintf("write revision %d is newer than this worker's %d", rev, WriteRevision))
+	}
+	return rev < 3
 }
 
 func refusedDuringErasure(err error) bool {
