@@ -128,8 +128,11 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 	if matchString(latestRe, q, folded) {
 		p.Latest = true
 	}
+	if f, t, ok := dateWindow(q, now); ok {
+		p.From, p.To = &f, &t
+	}
 	for _, tw := range timeWords {
-		if matchString(tw.re, q, folded) {
+		if p.From == nil && matchString(tw.re, q, folded) {
 			f, t := tw.from(now), tw.to(now)
 			p.From, p.To = &f, &t
 			break
