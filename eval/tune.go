@@ -50,7 +50,7 @@ type TuneFold struct {
 var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
-	"speaker": SpeakerGrid,
+	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -350,9 +350,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t\t\t%.3f\t", label, r.Objective)
+			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 14), r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, f.Semantic, f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -514,8 +514,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: kw-b %.2f asked %.2f semantic %.2f expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f\n",
-			span(h.TunedOn), b.KeywordLengthNorm, b.Asked, b.Semantic, b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed)
+		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f\n",
+			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed)
 	}
 }
 
@@ -545,6 +545,15 @@ func AdjacentGrid() []recall.Fusion {
 	return out
 }
 
+// semanticCol is the semantic weight as the tune tables show it, "all" after
+// it when every turn found is weighed by its similarity (Fusion.SemanticAll).
+func semanticCol(f recall.Fusion) string {
+	if f.SemanticAll {
+		return fmt.Sprintf("%.2f all", f.Semantic)
+	}
+	return fmt.Sprintf("%.2f", f.Semantic)
+}
+
 // SpeakerGrid lifts the turns of the speaker a question names
 // (Fusion.SpeakerNamed) by growing shares.
 func SpeakerGrid() []recall.Fusion {
@@ -553,6 +562,23 @@ func SpeakerGrid() []recall.Fusion {
 		f := recall.DefaultFusion()
 		f.SpeakerNamed = s
 		out = addSetting(out, f)
+	}
+	return out
+}
+
+// SemanticAllGrid weighs every turn a retriever found by its similarity
+// (Fusion.SemanticAll), at semantic weights around the default and keyword
+// weights above it, and the same weights without it.
+func SemanticAllGrid() []recall.Fusion {
+	out := []recall.Fusion{recall.DefaultFusion()}
+	for _, all := range []bool{true, false} {
+		for _, sem := range []float64{2, 3, 4} {
+			for _, kw := range []float64{1, 1.5} {
+				f := recall.DefaultFusion()
+				f.SemanticAll, f.Semantic, f.Keyword = all, sem, kw
+				out = addSetting(out, f)
+			}
+		}
 	}
 	return out
 }

@@ -521,6 +521,13 @@ func (e *Engine) retrieve(ctx context.Context, req Request, p *plan, on retrieve
 	if facts, err = e.asKnown(ctx, *p, facts); err != nil {
 		return nil, nil, ts, err
 	}
+	if e.opts.Fusion.SemanticAll {
+		t := time.Now()
+		if err := e.similarities(ctx, *p, evs); err != nil {
+			return nil, nil, ts, err
+		}
+		st.mark("similar", t)
+	}
 	return facts, evs, ts, nil
 }
 
@@ -541,6 +548,9 @@ func (e *Engine) rankAll(ctx context.Context, req Request, p plan, on retrieverS
 			f2, e2, err := e.expand(ctx, p, names)
 			if err == nil {
 				f2, err = e.asKnown(ctx, p, f2)
+			}
+			if err == nil && e.opts.Fusion.SemanticAll {
+				err = e.similarities(ctx, p, e2)
 			}
 			if err != nil {
 				return nil, err

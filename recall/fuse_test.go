@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,38 @@ func TestSpeakerNamedLeads(t *testing.T) {
 		if it.Score != score[it.ID] {
 			t.Errorf("%s scored %v, was %v: the lift decides the lead only", it.ID, it.Score, score[it.ID])
 		}
+	}
+}
+
+// With SemanticAll a turn only the keyword retriever found counts its meaning
+// too: the question's rare word and a fair likeness lead chat that is only like
+// the question. Without it, it counted no meaning and came second.
+func TestSemanticAllWeighsEveryTurn(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: &ParsedQuery{}}
+	evs := []evidenceRow{
+		{ID: "e-word", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(2.0), Sim: 0.4},
+		{ID: "e-like", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: RetrieverSemantic, Rk: 1, D: fptr(0.4), Sim: 0.6},
+	}
+	fw := DefaultFusion()
+	fw.SemanticAll = false
+	if got := fuse(fw, p, nil, evs, nil); got[0].ID != "e-like" {
+		t.Fatalf("without SemanticAll: %s first, want the turn found by meaning (the keyword turn counts none)", got[0].ID)
+	}
+	fw.SemanticAll = true
+	got := fuse(fw, p, nil, evs, nil)
+	if got[0].ID != "e-word" {
+		t.Fatalf("with SemanticAll: %s first, want the turn with the question's word", got[0].ID)
+	}
+	if want := fw.Keyword*1 + fw.Semantic*0.4; got[0].Score < want {
+		t.Fatalf("e-word scored %.3f, want at least keyword + semantic × 0.4 = %.3f", got[0].Score, want)
+	}
+	if slices.Contains(got[0].Retrievers, RetrieverSemantic) {
+		t.Fatalf("e-word's retrievers %v: the semantic retriever did not return it", got[0].Retrievers)
+	}
+	// A similarity not known (noSim) counts as none.
+	evs[0].Sim = noSim
+	if got := fuse(fw, p, nil, evs, nil); got[0].ID != "e-like" {
+		t.Fatalf("with no known similarity: %s first", got[0].ID)
 	}
 }

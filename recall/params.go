@@ -55,6 +55,8 @@ type stmtParams struct {
 	// Span and Anchors: the turns next to the anchors (adjacentSQL).
 	Span    int64  `param:"span"`
 	Anchors string `param:"anchors"`
+	// Turns: the turns whose similarity to the question is read (similarSQL).
+	Turns string `param:"turns"`
 }
 
 // stmtParamIndex is the field of stmtParams of each name.

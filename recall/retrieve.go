@@ -78,6 +78,9 @@ type evidenceRow struct {
 	D            *float64  `bun:"d"` // semantic distance, or keyword (BM25) score
 	// Stale: the turn backs a value superseded by as_of, and no value in force then.
 	Stale bool `bun:"stale"`
+	// Sim is the turn's similarity to the question whichever retriever found it
+	// (the statement's sim column; below -1: not known).
+	Sim float64 `bun:"-"`
 }
 
 const evidenceCols = "e.id, e.tenant_id, e.kind, e.content, e.speaker, e.user_id, e.department_id, e.agent_id, e.session_id, e.task_id, e.occurred_at, e.importance"
