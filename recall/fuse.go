@@ -130,7 +130,7 @@ type Fusion struct {
 // evidence recall@1 on categories 1-4 from 0.346 to 0.365 and from 0.379 to 0.407,
 // @10 unchanged in every category; lifting the named speaker's turns in the whole
 // list instead (not only the leader) lost up to 0.014 at @10 on a half.
-// SemanticAll was chosen on LoCoMo's halves (--tune-grid time, --folds 2): both
+// SemanticAll was chosen on LoCoMo's halves (--tune-grid semantic-all, --folds 2): both
 // halves' best had it at semantic 3 (keyword 1 tuned on 0-4, 1.5 on 5-9; the
 // smaller change is kept), and it raised the other half's evidence recall on
 // categories 1-4 from 0.374/0.703 to 0.385/0.743 and from 0.419/0.722 to

@@ -16,9 +16,9 @@ import (
 // it (the boost "in the time asked about"), as the relative times do ("last
 // week", timeWords); it filters nothing out.
 
-// monthRe matches an English month's name; "may" only where a number or a
-// preposition makes it one (monthWindow's patterns), abbreviations only before a
-// number.
+// monthNames are the English months' names the patterns below match, full names
+// only; "may" counts only next to a number or after a preposition ("in May"),
+// as each pattern requires one.
 const monthNames = `january|february|march|april|may|june|july|august|september|october|november|december`
 
 var (
