@@ -50,7 +50,7 @@ type TuneFold struct {
 var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
-	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid,
+	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid, "context-all": ContextAllGrid, "feedback": FeedbackGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -342,7 +342,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -350,9 +350,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 14), r.Objective)
+			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 15), r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -514,8 +514,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f\n",
-			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed)
+		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d\n",
+			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom)
 	}
 }
 
@@ -562,6 +562,32 @@ func SpeakerGrid() []recall.Fusion {
 		f := recall.DefaultFusion()
 		f.SpeakerNamed = s
 		out = addSetting(out, f)
+	}
+	return out
+}
+
+// ContextAllGrid is the grid of the context and session weights (Fusion.Context,
+// Fusion.Session) rechecked now that every turn found is weighed by its meaning
+// (Fusion.SemanticAll): the words of the turns around a turn and of its session.
+func ContextAllGrid() []recall.Fusion {
+	return pairGrid([]float64{0, 0.25, 0.5}, []float64{0.3, 0.6, 1}, func(f *recall.Fusion, c, s float64) { f.Context, f.Session = c, s })
+}
+
+// FeedbackGrid is the grid of the feedback pass (Fusion.Feedback, FeedbackFrom):
+// its weight, and how many of the best turns it starts from.
+func FeedbackGrid() []recall.Fusion {
+	return pairGrid([]float64{0.2, 0.4, 0.6}, []float64{1, 3, 5}, func(f *recall.Fusion, w, from float64) { f.Feedback, f.FeedbackFrom = w, int(from) })
+}
+
+// pairGrid is the defaults and every pair of as and bs set on them by set.
+func pairGrid(as, bs []float64, set func(f *recall.Fusion, a, b float64)) []recall.Fusion {
+	out := []recall.Fusion{recall.DefaultFusion()}
+	for _, a := range as {
+		for _, b := range bs {
+			f := recall.DefaultFusion()
+			set(&f, a, b)
+			out = addSetting(out, f)
+		}
 	}
 	return out
 }

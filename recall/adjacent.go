@@ -74,12 +74,9 @@ func (e *Engine) adjacentRows(ctx context.Context, p plan, anchors []string, spa
 			if err := sc.scan(cols, vals, &r); err != nil {
 				return err
 			}
-			if r.KeyID != "" {
-				clear, err := e.store.DecryptContent(r.KeyID, r.Content)
-				if err != nil {
-					return err
-				}
-				r.Content = clear
+			var err error
+			if r.Content, err = e.opened(r.KeyID, r.Content); err != nil {
+				return err
 			}
 			r.TenantID = p.vis.TenantID
 			rows = append(rows, r)
@@ -220,4 +217,13 @@ func joinWhy(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// opened is content as it is stored, opened when it is sealed at rest (keyID
+// names the key; ENGRAM_ENCRYPTION_KEY): a wrong key is an error, never garbage.
+func (e *Engine) opened(keyID, content string) (string, error) {
+	if keyID == "" {
+		return content, nil
+	}
+	return e.store.DecryptContent(keyID, content)
 }

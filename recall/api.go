@@ -74,7 +74,7 @@ type Item struct {
 	ValidUntil  *time.Time        `json:"valid_until,omitempty"`
 	Confidence  float64           `json:"confidence,omitempty"`
 	Score       float64           `json:"score"`
-	Retrievers  []string          `json:"retrievers"`    // semantic, keyword, graph, structured, recent; adjacent: next to a turn ranked above it
+	Retrievers  []string          `json:"retrievers"`    // semantic, keyword, graph, structured, recent; adjacent: next to a turn ranked above it; feedback: like the best turns and the question together
 	Why         string            `json:"why,omitempty"` // why it was chosen, e.g. "keyword #1, semantic #3; task scope leads"
 	EvidenceIDs []string          `json:"evidence_ids,omitempty"`
 	OccurredAt  time.Time         `json:"occurred_at"`

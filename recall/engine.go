@@ -555,9 +555,22 @@ func (e *Engine) rankAll(ctx context.Context, req Request, p plan, on retrieverS
 			if err != nil {
 				return nil, err
 			}
-			ranked = fuse(e.opts.Fusion, p, append(facts, f2...), append(evs, e2...), recent)
+			facts, evs = append(facts, f2...), append(evs, e2...)
+			ranked = fuse(e.opts.Fusion, p, facts, evs, recent)
 		}
 		st.mark("expand", t)
+	}
+	if e.opts.Fusion.Feedback > 0 && e.opts.Fusion.FeedbackFrom > 0 && len(req.Retrievers) == 0 && p.vec != nil {
+		t = time.Now()
+		fb, err := e.feedback(ctx, p, ranked)
+		if err != nil {
+			return nil, err
+		}
+		if len(fb) > 0 {
+			evs = append(evs, fb...)
+			ranked = fuse(e.opts.Fusion, p, facts, evs, recent)
+		}
+		st.mark("feedback", t)
 	}
 	if e.opts.Fusion.Adjacent > 0 && len(req.Retrievers) == 0 {
 		t = time.Now()

@@ -171,3 +171,38 @@ func TestSemanticAllWeighsEveryTurn(t *testing.T) {
 		t.Fatalf("with no known similarity: %s first", got[0].ID)
 	}
 }
+
+// A turn the feedback pass found is lifted in the list below the leader, never
+// to the lead, however large the weight or its own similarity (Fusion.Feedback
+// counts in the score below the leaders only, and a turn only the feedback pass
+// found never leads); a turn it found that is not like the question gains nothing.
+func TestFeedbackFillsBelowTheLead(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: &ParsedQuery{}}
+	evs := []evidenceRow{
+		{ID: "e-lead", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(2.0), Sim: 0.2},
+		{ID: "e-other", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: RetrieverSemantic, Rk: 1, D: fptr(0.54), Sim: 0.46},
+		{ID: "e-like", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: sourceFeedback, Rk: 1, D: fptr(0.2), Sim: 0.6},
+		// Like the leaders, not the question: no lift, below what matched.
+		{ID: "e-weak", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: sourceFeedback, Rk: 2, D: fptr(0.3), Sim: 0.3},
+	}
+	fw := DefaultFusion()
+	fw.Adjacent = 0
+	order := func(fw Fusion) string {
+		var ids []string
+		for _, it := range fuse(fw, p, nil, evs, nil) {
+			ids = append(ids, it.ID)
+		}
+		return strings.Join(ids, " ")
+	}
+	fw.Feedback = 0
+	if got := order(fw); got != "e-lead e-other e-like e-weak" {
+		t.Fatalf("without feedback: %s", got)
+	}
+	for _, w := range []float64{0.4, 100} {
+		fw.Feedback = w
+		if got := order(fw); got != "e-lead e-like e-other e-weak" {
+			t.Fatalf("with feedback %g: %s, want the leader first and the turn like it second", w, got)
+		}
+	}
+}

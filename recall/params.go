@@ -57,6 +57,10 @@ type stmtParams struct {
 	Anchors string `param:"anchors"`
 	// Turns: the turns whose similarity to the question is read (similarSQL).
 	Turns string `param:"turns"`
+	// Leaders and Limit: the best turns the feedback pass starts from and how
+	// many turns it returns (feedbackSQL).
+	Leaders string `param:"leaders"`
+	Limit   int64  `param:"limit"`
 }
 
 // stmtParamIndex is the field of stmtParams of each name.

@@ -132,9 +132,19 @@ func evidenceSemanticSQL(n int) string {
 // so its sentences are, and a condition on the user would let a plan made without
 // statistics read every sentence of the user's for each turn instead (a recall
 // over a never-analysed suite took 7 s: 110,889 lookups of 375 rows each).
-func bestSentenceSQL(id string) string {
-	return "(SELECT min(s.embedding <=> @query_vector::vector) FROM evidence_sentences s WHERE s.tenant_id = @tenant AND s.evidence_id = " + id + ")"
+func bestSentenceSQL(id string) string { return sentenceDistSQL(id, "@query_vector::vector") }
+
+// sentenceDistSQL is the distance of the turn id's nearest sentence to the vector
+// vec, as bestSentenceSQL.
+func sentenceDistSQL(id, vec string) string {
+	return "(SELECT min(s.embedding <=> " + vec + ") FROM evidence_sentences s WHERE s.tenant_id = @tenant AND s.evidence_id = " + id + ")"
 }
+
+// staleSQL is whether the turn e backs a value superseded by as_of and no value
+// in force then.
+const staleSQL = "(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id " +
+	"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= @as_of) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
+	"WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= @as_of AND (f2.valid_until IS NULL OR f2.valid_until > @as_of)))"
 
 // sessionsKept is how many of the best-matching sessions the statement returns.
 const sessionsKept = 10
@@ -508,10 +518,7 @@ func rowsSQL(part int, sess bool) string {
 		"FROM fact_hits fh JOIN facts f ON f.ctid = fh.tid AND f.tenant_id = @tenant AND f.id = fh.id\n" +
 		"UNION ALL SELECT 'evidence', eh.hits, NULL::float8, e.id::text, '', 0, 'USER', e.department_id, e.user_id, e.agent_id, e.session_id, e.task_id, " +
 		"'', '', '', '', e.content, '', '', '', '1', e.importance::text, e.occurred_at, NULL::timestamptz, e.occurred_at, NULL::timestamptz, '{}', e.speaker, e.key_id, " +
-		// stale: the turn backs a value superseded by as_of and no value in force then.
-		"(EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id " +
-		"AND f2.status = 'SUPERSEDED' AND f2.valid_until IS NOT NULL AND f2.valid_until <= @as_of) AND NOT EXISTS (SELECT 1 FROM fact_evidence fe JOIN facts f2 ON f2.tenant_id = fe.tenant_id AND f2.id = fe.fact_id " +
-		"WHERE fe.tenant_id = @tenant AND fe.evidence_id = e.id AND f2.status IN ('ACTIVE', 'SUPERSEDED') AND f2.valid_from <= @as_of AND (f2.valid_until IS NULL OR f2.valid_until > @as_of))) AS stale " +
+		staleSQL + " AS stale " +
 		"FROM evidence_hits eh JOIN evidence e ON e.ctid = eh.tid AND e.tenant_id = @tenant AND e.id = eh.id")
 	if part != partSemantic && sess {
 		// The best-matching sessions, one row each: its id and score (see fuse).
