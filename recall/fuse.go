@@ -147,7 +147,7 @@ type Fusion struct {
 // 0.429/0.752 (@1/@10).
 // Feedback 0.4 from the best 5 turns was chosen on LoCoMo's halves (--tune-grid
 // feedback, --folds 2): both halves' best, it raised the other half's evidence
-// recall@10 on categories 1-4 from 0.743 to 0.750 and from 0.755 to 0.760, @1
+// recall@10 on categories 1-4 from 0.743 to 0.751 and from 0.755 to 0.761, @1
 // unchanged (it never picks the first item).
 func DefaultFusion() Fusion {
 	return Fusion{Keyword: 1, KeywordLengthNorm: 0, Asked: 0.25, Semantic: 3, SemanticMatch: 0.45, FactKeyword: 0.8, Graph: 0.5, Structured: 0.6, Recent: 0.3, Backing: 0.3, Expand: 0.6, Superseded: 0.3,
@@ -287,10 +287,12 @@ type scales struct {
 	maxEv, maxFact, maxExp, maxCtx, maxSess float64
 	evKW                                    map[string]float64
 	sessions                                map[string]float64
+	// feedback is each turn's rank in the feedback pass (feedback.go), by id.
+	feedback map[string]int
 }
 
 func scalesOf(cs []*cand, sessions map[string]float64) scales {
-	sc := scales{evKW: map[string]float64{}, sessions: sessions}
+	sc := scales{evKW: map[string]float64{}, sessions: sessions, feedback: map[string]int{}}
 	for _, r := range sessions {
 		sc.maxSess = math.Max(sc.maxSess, r)
 	}
@@ -309,6 +311,9 @@ func scalesOf(cs []*cand, sessions map[string]float64) scales {
 	for _, c := range cs {
 		if c.item.Kind == KindEvidence && c.hasKW && sc.maxEv > 0 {
 			sc.evKW[c.item.ID] = c.kw / sc.maxEv
+		}
+		if rk, ok := c.ranks[sourceFeedback]; ok && c.item.Kind == KindEvidence {
+			sc.feedback[c.item.ID] = rk
 		}
 	}
 	return sc
@@ -431,7 +436,7 @@ func relevance(fw Fusion, sc scales, c *cand) (rel, ctxRel float64, hit bool) {
 		rel += rankWeight(fw.Recent, rk)
 		hit = true
 	}
-	if rk, ok := c.ranks[sourceFeedback]; ok && fw.Feedback > 0 {
+	if rk, ok := feedbackRank(sc, c); ok && fw.Feedback > 0 {
 		// Like the leaders as well as the question: it fills the list, it never
 		// leads it, and it matches only by the question's own meaning (a turn
 		// merely like the leaders is not made relevant by them).
@@ -443,6 +448,23 @@ func relevance(fw Fusion, sc scales, c *cand) (rel, ctxRel float64, hit bool) {
 		}
 	}
 	return rel, ctxRel, hit
+}
+
+// feedbackRank is c's best rank in the feedback pass: a turn's own, a fact's
+// that of the best turn it stands on (as it takes their keyword score), so a
+// fact is not pushed below the turns it came from.
+func feedbackRank(sc scales, c *cand) (int, bool) {
+	if c.item.Kind == KindEvidence {
+		rk, ok := sc.feedback[c.item.ID]
+		return rk, ok
+	}
+	best, ok := 0, false
+	for _, id := range c.item.EvidenceIDs {
+		if rk, found := sc.feedback[id]; found && (!ok || rk < best) {
+			best, ok = rk, true
+		}
+	}
+	return best, ok
 }
 
 // boosts is what c's relevance is multiplied by: a little for recency,
