@@ -206,3 +206,32 @@ func TestFeedbackFillsBelowTheLead(t *testing.T) {
 		}
 	}
 }
+
+// A fact takes the feedback lift of the best turn it stands on, as it takes
+// their keyword score: lifting turns alone would push facts below the turns
+// they came from.
+func TestFeedbackLiftsTheFactsOfATurn(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: &ParsedQuery{}}
+	facts := []factRow{{ID: "f-budget", MemoryKey: "k", Revision: 1, Scope: memory.ScopeUser, UserID: "u", Subject: "user", Predicate: "budget",
+		Status: memory.FactActive, Confidence: 1, ValidFrom: now.Add(-time.Hour), ObservedAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(0.5),
+		Evidence: []string{"e-said"}}}
+	evs := []evidenceRow{
+		{ID: "e-said", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(2.0), Sim: 0.5},
+		{ID: "e-said", UserID: "u", OccurredAt: now.Add(-time.Hour), Src: sourceFeedback, Rk: 1, D: fptr(0.2), Sim: 0.5},
+	}
+	scoreOf := func(w float64) float64 {
+		fw := DefaultFusion()
+		fw.Adjacent, fw.Feedback = 0, w
+		for _, it := range fuse(fw, p, facts, evs, nil) {
+			if it.ID == "f-budget" {
+				return it.Score
+			}
+		}
+		t.Fatal("the fact is not in the list")
+		return 0
+	}
+	if off, on := scoreOf(0), scoreOf(0.4); on <= off {
+		t.Fatalf("the fact scored %.3f with feedback, %.3f without: it did not take its turn's lift", on, off)
+	}
+}
