@@ -51,6 +51,7 @@ var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
 	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid, "context-all": ContextAllGrid, "feedback": FeedbackGrid,
+	"when": WhenGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -342,7 +343,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\twhen\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -350,9 +351,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 15), r.Objective)
+			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 16), r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%s\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, whenCol(f), r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -514,8 +515,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d\n",
-			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom)
+		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d when %s\n",
+			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom, whenCol(b))
 	}
 }
 
@@ -554,6 +555,15 @@ func semanticCol(f recall.Fusion) string {
 	return fmt.Sprintf("%.2f", f.Semantic)
 }
 
+// whenCol is the time-answer lift as the tune tables show it, "all" after it
+// when it lifts in the whole list (Fusion.TimeAnswerAll).
+func whenCol(f recall.Fusion) string {
+	if f.TimeAnswerAll {
+		return fmt.Sprintf("%.2f all", f.TimeAnswer)
+	}
+	return fmt.Sprintf("%.2f", f.TimeAnswer)
+}
+
 // SpeakerGrid lifts the turns of the speaker a question names
 // (Fusion.SpeakerNamed) by growing shares.
 func SpeakerGrid() []recall.Fusion {
@@ -577,6 +587,17 @@ func ContextAllGrid() []recall.Fusion {
 // its weight, and how many of the best turns it starts from.
 func FeedbackGrid() []recall.Fusion {
 	return pairGrid([]float64{0.2, 0.4, 0.6}, []float64{1, 3, 5}, func(f *recall.Fusion, w, from float64) { f.Feedback, f.FeedbackFrom = w, int(from) })
+}
+
+// WhenGrid lifts the items that name a time when the question asks when
+// (Fusion.TimeAnswer) by growing shares, among the leaders only or in the whole
+// list as well (TimeAnswerAll).
+func WhenGrid() []recall.Fusion {
+	out := pairGrid([]float64{0.2, 0.5, 0.75, 1}, []float64{0}, func(f *recall.Fusion, w, _ float64) { f.TimeAnswer = w })
+	for _, f := range pairGrid([]float64{0.2, 0.5}, []float64{1}, func(f *recall.Fusion, w, _ float64) { f.TimeAnswer, f.TimeAnswerAll = w, true }) {
+		out = addSetting(out, f)
+	}
+	return out
 }
 
 // pairGrid is the defaults and every pair of as and bs set on them by set.

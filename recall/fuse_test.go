@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -107,22 +108,15 @@ func TestSpeakerNamedLeads(t *testing.T) {
 		return evidenceRow{ID: id, UserID: "u", Speaker: speaker, SessionID: "s1", OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(d)}
 	}
 	evs := []evidenceRow{ev("e-tom", "USER:Tom", 2.0), ev("e-maya", "USER:Maya", 1.8), ev("e-tom2", "USER:Tom", 1.7), ev("e-mayan", "USER:Mayan", 1.9)}
-	ids := func(items []Item) string {
-		var out []string
-		for _, it := range items {
-			out = append(out, it.ID)
-		}
-		return strings.Join(out, ",")
-	}
 	off := DefaultFusion()
 	off.SpeakerNamed = 0
 	before := fuse(off, p, nil, evs, nil)
-	if got := ids(before); got != "e-tom,e-mayan,e-maya,e-tom2" {
+	if got := itemIDs(before); got != "e-tom,e-mayan,e-maya,e-tom2" {
 		t.Fatalf("without the lift: %s", got)
 	}
 	on := DefaultFusion()
 	after := fuse(on, p, nil, evs, nil)
-	if got := ids(after); got != "e-maya,e-tom,e-mayan,e-tom2" {
+	if got := itemIDs(after); got != "e-maya,e-tom,e-mayan,e-tom2" {
 		t.Fatalf("with SpeakerNamed %.2f: %s, want Maya's turn first and the rest in their order (Mayan is not Maya)", on.SpeakerNamed, got)
 	}
 	if !strings.Contains(after[0].Why, "said by maya, whom the question names") {
@@ -135,6 +129,70 @@ func TestSpeakerNamedLeads(t *testing.T) {
 	for _, it := range after {
 		if it.Score != score[it.ID] {
 			t.Errorf("%s scored %v, was %v: the lift decides the lead only", it.ID, it.Score, score[it.ID])
+		}
+	}
+}
+
+// itemIDs are the items' ids in their order, joined by commas.
+func itemIDs(items []Item) string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.ID)
+	}
+	return strings.Join(out, ",")
+}
+
+// When the question asks when, a turn that names a time leads a slightly
+// better-scored turn that only tells what happened (TimeAnswer); the rest keep
+// their order and scores. A question that does not ask when changes nothing.
+func TestTimeAnswerLeads(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(id, content string, d float64) evidenceRow {
+		return evidenceRow{ID: id, UserID: "u", Speaker: "USER:Maya", SessionID: "s1", Content: content, OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(d)}
+	}
+	evs := []evidenceRow{
+		ev("e-told", "Rowing is my new thing, the club is great", 2.0),
+		ev("e-when", "signed up for rowing two weeks ago!", 1.9),
+		ev("e-other", "the club has a boat called Gull", 1.8),
+	}
+	fw := DefaultFusion()
+	fw.TimeAnswer, fw.TimeAnswerAll = 0.2, false
+	for _, c := range []struct{ q, want string }{
+		{"When did Maya start rowing?", "e-when,e-told,e-other"},
+		{"What does Maya row?", "e-told,e-when,e-other"},
+	} {
+		p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: parseQuery(nil, c.q, now)}
+		off := fw
+		off.TimeAnswer = 0
+		before := fuse(off, p, nil, evs, nil)
+		after := fuse(fw, p, nil, evs, nil)
+		if got := itemIDs(before); got != "e-told,e-when,e-other" {
+			t.Fatalf("%q without the lift: %s", c.q, got)
+		}
+		if got := itemIDs(after); got != c.want {
+			t.Errorf("%q with TimeAnswer %.2f: %s, want %s", c.q, fw.TimeAnswer, got, c.want)
+		}
+		score := map[string]float64{}
+		for _, it := range before {
+			score[it.ID] = it.Score
+		}
+		for _, it := range after {
+			if it.Score != score[it.ID] {
+				t.Errorf("%q: %s scored %v, was %v: the lift decides the lead only", c.q, it.ID, it.Score, score[it.ID])
+			}
+		}
+		// TimeAnswerAll lifts the score as well: the turn that says when by the
+		// same share, the others not.
+		all := fw
+		all.TimeAnswerAll = true
+		for _, it := range fuse(all, p, nil, evs, nil) {
+			want := score[it.ID]
+			if it.ID == "e-when" && c.want != "e-told,e-when,e-other" {
+				want *= 1 + all.TimeAnswer
+			}
+			if math.Abs(it.Score-want) > 1e-9 {
+				t.Errorf("%q with TimeAnswerAll: %s scored %v, want %v", c.q, it.ID, it.Score, want)
+			}
 		}
 	}
 }

@@ -23,8 +23,9 @@ type ParsedQuery struct {
 	Scopes      []memory.Scope      `json:"scopes,omitempty"`       // scope cues: 这次 → TASK
 	From        *time.Time          `json:"from,omitempty"`         // time words: a window to favour
 	To          *time.Time          `json:"to,omitempty"`
-	Latest      bool                `json:"latest,omitempty"` // "上次", "last time": favour the newest
-	Terms       []string            `json:"terms,omitempty"`  // keyword terms (words, CJK bigrams)
+	Latest      bool                `json:"latest,omitempty"`    // "上次", "last time": favour the newest
+	Terms       []string            `json:"terms,omitempty"`     // keyword terms (words, CJK bigrams)
+	AsksWhen    bool                `json:"asks_when,omitempty"` // "when", "how long", "哪年": a turn naming a time answers (Fusion.TimeAnswer)
 	// lower is the question, lower-cased: who it names (Fusion.SpeakerNamed).
 	lower string
 }
@@ -139,6 +140,7 @@ func parseQuery(s *schema.Schema, q string, now time.Time) *ParsedQuery {
 		}
 	}
 	p.Terms = keywordTerms(q, 24)
+	p.AsksWhen = asksWhen(q)
 	return p
 }
 

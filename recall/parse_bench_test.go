@@ -8,7 +8,8 @@ import (
 )
 
 // The engine's share of a recall outside the database: reading the question with
-// its schema and counting a context's tokens (go test ./recall -bench 'Parse|Tokens').
+// its schema, counting a context's tokens and reading whether a turn names a time
+// (go test ./recall -bench 'Parse|Tokens|NamesTime').
 var benchQuestions = []struct{ q, schema string }{
 	{"what is my travel budget", "travel"}, {"do I prefer direct flights", "travel"}, {"where is my order A-1042", "customer_service"},
 	{"what did I say about hotels in Lisbon", "travel"}, {"what are the company's rules for expense reports", "general"},
@@ -37,5 +38,21 @@ func BenchmarkCountTokens(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		CountTokens(lines[i%2])
+	}
+}
+
+// BenchmarkNamesTime reads turns of chat length, one in four naming a time, as
+// the fusion does for each candidate of a question that asks when
+// (Fusion.TimeAnswer).
+func BenchmarkNamesTime(b *testing.B) {
+	turns := []string{
+		"Thanks! The club is lovely and the people there are so kind. I really enjoy the sessions, they help me unwind after a long shift at the hospital and honestly it is the best part of my week.",
+		"haha yes 😂 that's so you",
+		"Signed up for rowing two weeks ago, my arms are still sore!",
+		"我们周末去爬山，顺便看看那家新开的咖啡馆",
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		namesTime(turns[i%len(turns)])
 	}
 }

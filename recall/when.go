@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Dates a question names ("What did Gina find on 1 February, 2023?", "in December
@@ -119,4 +121,96 @@ func month(name string) int {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// A question that asks when ("When did Maya move?", "How long has he played?",
+// "什么时候", "哪年") is answered by a turn that names a time: "yesterday", "two
+// weeks ago", "for a month now", "in 2021", "last summer", "上周". Such a turn
+// is lifted among the leaders (Fusion.TimeAnswer), as the speaker the question
+// names is: the turn that only mentions what happened is often said before or
+// after the one that says when.
+var (
+	asksWhenRe = regexp.MustCompile(`(?i)^\W*(?:and\s+|so\s+)?when\b|\bwhen (?:did|does|do|is|was|were|will|would|has|have|had|can|could)\b|\bsince when\b|\bhow long\b|\b(?:what|which) (?:year|month|day|date|week|weekend|season|time of year)\b|\bhow many (?:years|months|weeks|days)\b|什么时候|啥时候|何时|哪一?年|哪个月|几月|几号|哪一?天|多久|多长时间|几年`)
+	// cjkTimeRe is namesTime's Chinese part, run only on text with CJK in it.
+	cjkTimeRe = regexp.MustCompile(`昨天|今天|明天|前天|后天|上周|下周|这周|本周|上个?星期|下个?星期|上个月|下个月|这个月|去年|今年|明年|前年|最近|周末|\d+\s*[年月日号]|[一二两三四五六七八九十几]+\s*(?:天|周|个星期|个月|年)(?:前|后|以前|之前|了)|星期[一二三四五六日天]`)
+)
+
+// English words that name a time on their own, that do after "last", "this",
+// "next" or "past", that count, and the units they count. "may" and "march"
+// are verbs more often than months: they count next to a number or after a
+// preposition.
+var (
+	timeWordSet  = wordSet("yesterday today tonight tomorrow recently lately ago weekend weekends monday tuesday wednesday thursday friday saturday sunday " + strings.NewReplacer("may|", "", "march|", "", "|", " ").Replace(monthNames))
+	timeAfterSet = wordSet("night morning afternoon evening week month year weekend summer winter spring fall autumn season time")
+	deicticSet   = wordSet("last this next past")
+	countSet     = wordSet("a an one two three four five six seven eight nine ten eleven twelve few couple several")
+	unitSet      = wordSet("hour hours day days week weeks month months year years decade decades")
+	beforeMonth  = wordSet("in since early late mid of")
+)
+
+func wordSet(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
+
+// asksWhen reports whether q asks when something happened or for how long.
+func asksWhen(q string) bool { return asksWhenRe.MatchString(q) }
+
+// namesTime reports whether s names a time: a day, a date, a month, a year, a
+// season of the past or next, or a span ("three weeks").
+// It reads the words in one pass (a regular expression over them all cost
+// 0.15 ms a turn, more than the rest of the fusion).
+func namesTime(s string) bool {
+	var prev, prev2 string
+	cjk := false
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			i += size
+			continue
+		}
+		if isCJK(r) {
+			cjk = true
+			i += size
+			continue
+		}
+		j := i
+		for j < len(s) {
+			r, size := utf8.DecodeRuneInString(s[j:])
+			if !(unicode.IsLetter(r) || unicode.IsDigit(r)) || isCJK(r) {
+				break
+			}
+			j += size
+		}
+		w := strings.ToLower(s[i:j])
+		i = j
+		isNum := w[0] >= '0' && w[0] <= '9'
+		switch {
+		case timeWordSet[w],
+			len(w) == 4 && (strings.HasPrefix(w, "19") || strings.HasPrefix(w, "20")) && isDigits(w),
+			deicticSet[prev] && timeAfterSet[w],
+			w == "day" && prev == "other" && prev2 == "the",
+			(w == "may" || w == "march") && beforeMonth[prev],
+			isNum && (prev == "may" || prev == "march"),
+			unitSet[w] && (countSet[prev] || isDigits(prev) || prev == "of" && prev2 == "couple"):
+			return true
+		}
+		prev2, prev = prev, w
+	}
+	return cjk && cjkTimeRe.MatchString(s)
+}
+
+func isDigits(w string) bool {
+	if w == "" {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if w[i] < '0' || w[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

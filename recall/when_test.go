@@ -42,3 +42,44 @@ func TestDateWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestAsksWhen(t *testing.T) {
+	for _, q := range []string{
+		"When did Priya start the pottery class?", "when was the move", "How long has Tom been rowing?",
+		"Which year did Sofia open the bakery?", "What month is the wedding?", "Since when does he cycle to work?",
+		"How many years did they live in Lyon?", "So when is the recital?", "Kenji moved when did you say?",
+		"我什么时候订的机票", "她哪年去的杭州", "预算用了多久",
+	} {
+		if !asksWhen(q) {
+			t.Errorf("%q: not read as asking when", q)
+		}
+	}
+	for _, q := range []string{
+		"What did Maya say when the train was late?", "Where did Tom buy the boat?", "What does Sofia think of whenever?",
+		"Who went to the lake last week?", "我的预算是多少",
+	} {
+		if asksWhen(q) {
+			t.Errorf("%q: read as asking when", q)
+		}
+	}
+}
+
+func TestNamesTime(t *testing.T) {
+	for _, s := range []string{
+		"finally signed up yesterday!!", "I've been rowing for a month now", "we moved there three years ago",
+		"the recital is next Friday 🎻", "back in 2019 I lived in Porto", "last summer was wild", "in May we went hiking",
+		"a couple of weeks, maybe", "上周刚搬完家", "三年前开的店", "5月3日出发",
+	} {
+		if !namesTime(s) {
+			t.Errorf("%q: names no time, it says", s)
+		}
+	}
+	for _, s := range []string{
+		"I may try pottery", "lol that's so you", "the bakery smells amazing", "we march on", "I love the idea of a boat",
+		"我喜欢靠窗的座位",
+	} {
+		if namesTime(s) {
+			t.Errorf("%q: names a time, it says", s)
+		}
+	}
+}
