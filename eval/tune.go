@@ -51,7 +51,7 @@ var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
 	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid, "context-all": ContextAllGrid, "feedback": FeedbackGrid,
-	"when": WhenGrid,
+	"when": WhenGrid, "time-asked": TimeAskedGrid, "lead-asking": LeadAskingGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -343,7 +343,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\twhen\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\twhen\tasked-time\tlead-asking\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
@@ -351,9 +351,9 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	line := func(label string, r TuneRow) {
 		f := r.Fusion
 		if label != "" {
-			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 16), r.Objective)
+			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 18), r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%s\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, whenCol(f), r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%s\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, whenCol(f), f.TimeAsked, f.LeadAsking, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -515,8 +515,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d when %s\n",
-			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom, whenCol(b))
+		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d when %s time-asked %.2f lead-asking %.2f\n",
+			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom, whenCol(b), b.TimeAsked, b.LeadAsking)
 	}
 }
 
@@ -598,6 +598,18 @@ func WhenGrid() []recall.Fusion {
 		out = addSetting(out, f)
 	}
 	return out
+}
+
+// TimeAskedGrid lifts the items said in the time the question names
+// (Fusion.TimeAsked) by growing shares.
+func TimeAskedGrid() []recall.Fusion {
+	return pairGrid([]float64{0.5, 0.75, 1, 1.5, 2}, []float64{0}, func(f *recall.Fusion, w, _ float64) { f.TimeAsked = w })
+}
+
+// LeadAskingGrid lowers among the leaders a turn that ends by asking
+// (Fusion.LeadAsking) by growing shares.
+func LeadAskingGrid() []recall.Fusion {
+	return pairGrid([]float64{0.1, 0.2, 0.3, 0.5}, []float64{0}, func(f *recall.Fusion, w, _ float64) { f.LeadAsking = w })
 }
 
 // pairGrid is the defaults and every pair of as and bs set on them by set.

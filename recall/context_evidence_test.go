@@ -213,7 +213,7 @@ func TestKeywordTiesTakeTheLatestTurns(t *testing.T) {
 // which Okapi's usual b = 0.75 puts first; the words of a turn's questions count at
 // Fusion.Asked, so the turn that says the pottery class was fun leads the later one
 // that asks how it went, which the same words put first at 1 (the later of equal
-// scores).
+// scores; without LeadAsking, which would lower the asking turn as the lead).
 func TestKeywordWeights(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -228,7 +228,7 @@ func TestKeywordWeights(t *testing.T) {
 			"Anyway, how was your weekend?", "Oh, a heron. Lovely.", "Yes, we went to the coast."},
 			"heron", func(f *recall.Fusion) { f.KeywordLengthNorm = 0.75 }, 0, 2},
 		{"asked", []string{"The pottery class was fun.", "Anyway, the weekend was quiet.", "How was the pottery class?", "We stayed in all Sunday."},
-			"pottery class", func(f *recall.Fusion) { f.Asked = 1 }, 0, 2},
+			"pottery class", func(f *recall.Fusion) { f.Asked, f.LeadAsking = 1, 0 }, 0, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -293,3 +293,41 @@ func TestFeedbackLiftsTheFactsOfATurn(t *testing.T) {
 		t.Fatalf("the fact scored %.3f with feedback, %.3f without: it did not take its turn's lift", on, off)
 	}
 }
+
+func TestEndsAsking(t *testing.T) {
+	for _, s := range []string{"How was the race?", "Loved it! How about you?? 😄", "Did you go? [shares a photo: a lake]", "你去了吗？", "wait what?!", "really?\"", "how was it? 👍🏽"} {
+		if !endsAsking(s) {
+			t.Errorf("%q: does not end by asking, it says", s)
+		}
+	}
+	for _, s := range []string{"What a day. I won!", "Is it? No, it isn't.", "I asked why? and she laughed", "[a photo?]", ""} {
+		if endsAsking(s) {
+			t.Errorf("%q: ends by asking, it says", s)
+		}
+	}
+}
+
+// A turn that ends by asking gives the lead to a turn a little below it that
+// tells (LeadAsking); the scores stay as they were.
+func TestLeadAskingLeadsWithTheTellingTurn(t *testing.T) {
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	p := plan{vis: Visibility{TenantID: "t", UserID: "u", AsOf: now}, parsed: parseQuery(nil, "What boat did Maya buy?", now)}
+	ev := func(id, content string, d float64) evidenceRow {
+		return evidenceRow{ID: id, UserID: "u", Speaker: "USER:Maya", SessionID: "s1", Content: content, OccurredAt: now.Add(-time.Hour), Src: RetrieverKeyword, Rk: 1, D: fptr(d)}
+	}
+	evs := []evidenceRow{ev("e-asks", "The boat show was fun. Did you ever buy a boat?", 2.0), ev("e-tells", "we bought the little red dinghy 🚣", 1.95)}
+	off := DefaultFusion()
+	off.LeadAsking = 0
+	on := DefaultFusion()
+	on.LeadAsking = 0.1
+	if got := itemIDs(fuse(off, p, nil, evs, nil)); got != "e-asks,e-tells" {
+		t.Fatalf("without LeadAsking: %s", got)
+	}
+	after := fuse(on, p, nil, evs, nil)
+	if got := itemIDs(after); got != "e-tells,e-asks" {
+		t.Fatalf("with LeadAsking %.2f: %s, want the telling turn first", on.LeadAsking, got)
+	}
+	if after[0].Score >= after[1].Score {
+		t.Errorf("scores %v, %v: the lift decides the lead only", after[0].Score, after[1].Score)
+	}
+}
