@@ -343,7 +343,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		ss = append(ss, s.Suite)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\twhen\tasked-time\tlead-asking\tobjective\t")
+	fmt.Fprint(tw, "keyword\tkw-b\tasked\tsemantic\tsem-match\tfact-kw\tbacking\texpand\tstructured\tcontext\tsession\tlead\tadjacent\tspeaker\tfeedback\twhen\ttime-asked\tlead-asking\tobjective\t")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s EvR@1\t%s EvR@10\t%s R@10\t", s, s, s)
 	}
