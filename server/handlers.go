@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -57,14 +58,22 @@ func (d Deps) withDefaults() (Deps, error) {
 	return d, nil
 }
 
+// keyLookupTimeout bounds the lookup of an API key: a request whose caller set no
+// deadline (an MCP client, a plain HTTP call) must not wait without end for a
+// connection or a row. A lookup is one indexed select; past this it is UNAVAILABLE.
+var keyLookupTimeout = 5 * time.Second
+
 // Authenticate resolves an API key to its Principal. A missing, unknown or revoked
-// key is UNAUTHENTICATED.
+// key is UNAUTHENTICATED; a lookup that does not end within keyLookupTimeout is
+// UNAVAILABLE.
 func Authenticate(ctx context.Context, keys KeyResolver, key string) (*Principal, error) {
 	key = strings.TrimSpace(key)
 	if key == "" {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("missing API key: send the header `Authorization: Bearer <key>` (create one with `engram keys create`)"))
 	}
-	k, err := keys.LookupAPIKey(ctx, key)
+	lookupCtx, cancel := context.WithTimeout(ctx, keyLookupTimeout)
+	defer cancel()
+	k, err := keys.LookupAPIKey(lookupCtx, key)
 	if errors.Is(err, storage.ErrBadKey) {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	}
