@@ -20,12 +20,14 @@ var ErrThresholds = errors.New("eval: thresholds not met")
 
 // Config is a whole `engram eval` invocation.
 type Config struct {
-	Suites   []string // names or files; empty: every shipped suite
-	Mode     string
-	K        int
-	Out      string // folder for the Markdown, JSON and SVG reports ("" : none)
-	JSON     bool   // print the report as JSON instead of the table
-	LoCoMo   string // a LoCoMo file to run instead of the suites
+	Suites []string // names or files; empty: every shipped suite
+	Mode   string
+	K      int
+	Out    string // folder for the Markdown, JSON and SVG reports ("" : none)
+	JSON   bool   // print the report as JSON instead of the table
+	LoCoMo string // a LoCoMo file to run instead of the suites
+	// Bursts tells the LoCoMo file as bursts of short, hurried messages (bursts.go).
+	Bursts   bool
 	MinCheck bool   // fail when a threshold is missed
 	Recall   string // engine (default) or baseline
 	Judge    bool   // answer + LLM judge when an LLM is configured
@@ -76,7 +78,7 @@ func Main(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	var suites []*Suite
 	var lstats *LoCoMoStats
 	if cfg.LoCoMo != "" {
-		s, st, err := LoadLoCoMo(cfg.LoCoMo)
+		s, st, err := LoadLoCoMoAs(cfg.LoCoMo, LoCoMoOptions{Bursts: cfg.Bursts})
 		if err != nil {
 			return nil, err
 		}

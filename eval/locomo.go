@@ -126,6 +126,17 @@ func ParseLoCoMoTime(s string) (time.Time, error) {
 // path may also be a folder: every *.json file in it is read, in name order, as one
 // suite named after the folder.
 func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
+	return LoadLoCoMoAs(path, LoCoMoOptions{})
+}
+
+// LoCoMoOptions change how a LoCoMo file is told to the engine.
+type LoCoMoOptions struct {
+	// Bursts re-tells each turn as a burst of short, hurried messages (bursts.go).
+	Bursts bool
+}
+
+// LoadLoCoMoAs reads a LoCoMo file, or every .json file of a folder, told as o says.
+func LoadLoCoMoAs(path string, o LoCoMoOptions) (*Suite, LoCoMoStats, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, LoCoMoStats{}, err
@@ -135,7 +146,7 @@ func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
 		if err != nil {
 			return nil, LoCoMoStats{}, err
 		}
-		return LoadLoCoMoFiles("locomo", path, map[string][]byte{path: b})
+		return loadLoCoMoFiles("locomo", path, map[string][]byte{path: b}, o)
 	}
 	files := map[string][]byte{}
 	matches, _ := filepath.Glob(filepath.Join(path, "*.json"))
@@ -149,11 +160,15 @@ func LoadLoCoMo(path string) (*Suite, LoCoMoStats, error) {
 	if len(files) == 0 {
 		return nil, LoCoMoStats{}, fmt.Errorf("%s: no .json files", path)
 	}
-	return LoadLoCoMoFiles(filepath.Base(filepath.Clean(path)), path, files)
+	return loadLoCoMoFiles(filepath.Base(filepath.Clean(path)), path, files, o)
 }
 
 // LoadLoCoMoFiles reads LoCoMo files (name → content) into one suite.
 func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMoStats, error) {
+	return loadLoCoMoFiles(name, path, files, LoCoMoOptions{})
+}
+
+func loadLoCoMoFiles(name, path string, files map[string][]byte, o LoCoMoOptions) (*Suite, LoCoMoStats, error) {
 	var st LoCoMoStats
 	var samples []LoCoMoSample
 	for _, f := range sortedKeys(files) {
@@ -188,6 +203,12 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 				judged = judged || t.Gold != nil
 			}
 		}
+		if judged && o.Bursts {
+			return nil, st, fmt.Errorf("%s: sample %s: bursts re-tell LoCoMo's own conversations; gold facts would not follow a turn split into messages", path, id)
+		}
+		if o.Bursts {
+			suite.Description = "LoCoMo conversations told as bursts of short, hurried messages: evidence recall per category"
+		}
 		known := map[string]bool{}
 		for _, n := range sessions {
 			var turns []LoCoMoTurn
@@ -203,6 +224,7 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 			}
 			st.Sessions++
 			sc.Sessions = append(sc.Sessions, fmt.Sprintf("session_%d", n))
+			extra := 0 // messages after the first of the session's turns so far: a second apart
 			for i, t := range turns {
 				text := strings.TrimSpace(t.Text)
 				if t.BlipCaption != "" {
@@ -220,20 +242,32 @@ func LoadLoCoMoFiles(name, path string, files map[string][]byte) (*Suite, LoCoMo
 				}
 				known[dia] = true
 				st.Turns++
-				// The conversation is one user; each turn is said by one of its two
-				// people (the event's actor), so facts are about whoever said them.
-				tt := Turn{ID: dia, Speaker: user, Person: strings.TrimSpace(t.Speaker), Text: text, Session: fmt.Sprintf("session_%d", n),
-					Locator: t.DiaID, Schema: memory.DefaultSchema}
-				if judged {
-					g := []memory.Candidate{}
-					for _, f := range t.Gold {
-						g = append(g, memory.Candidate{Subject: f.Subject, Predicate: f.Predicate, Object: f.Object, Scope: memory.ScopeUser})
-						st.GoldFacts++
-					}
-					tt.Gold = &g
+				msgs := []string{text}
+				if o.Bursts {
+					msgs = burst(dia, strings.TrimSpace(t.Text), strings.TrimSpace(t.BlipCaption))
 				}
-				tt.Time = at.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
-				sc.Turns = append(sc.Turns, tt)
+				for k, msg := range msgs {
+					// The conversation is one user; each turn is said by one of its two
+					// people (the event's actor), so facts are about whoever said them.
+					tt := Turn{ID: dia, Speaker: user, Person: strings.TrimSpace(t.Speaker), Text: msg, Session: fmt.Sprintf("session_%d", n),
+						Locator: t.DiaID, Schema: memory.DefaultSchema}
+					if k > 0 {
+						tt.ID, tt.Part = fmt.Sprintf("%s~%d", dia, k+1), dia
+					}
+					if judged {
+						g := []memory.Candidate{}
+						for _, f := range t.Gold {
+							g = append(g, memory.Candidate{Subject: f.Subject, Predicate: f.Predicate, Object: f.Object, Scope: memory.ScopeUser})
+							st.GoldFacts++
+						}
+						tt.Gold = &g
+					}
+					if k > 0 {
+						extra++
+					}
+					tt.Time = at.Add(time.Duration(i+extra) * time.Second).Format(time.RFC3339)
+					sc.Turns = append(sc.Turns, tt)
+				}
 			}
 		}
 		for qi, qa := range smp.QA {

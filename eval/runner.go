@@ -486,21 +486,23 @@ WHERE e.tenant_id = ? GROUP BY e.idempotency_key, e.id, e.status`, tenant).Scan(
 	return out, nil
 }
 
-// evidenceOf returns the evidence id of a turn of the scenario.
-func (r *Runner) evidenceOf(j job, turnID string) string {
+// evidenceOf returns the evidence ids of a turn of the scenario: its own and
+// those of the later messages it was told in (Turn.Part).
+func (r *Runner) evidenceOf(j job, turnID string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
 	for _, t := range j.sc.Turns {
-		if t.ID != turnID {
+		if t.ID != turnID && t.Part != turnID {
 			continue
 		}
 		u, _ := j.sc.user(t.Speaker, t.Tenant)
 		tenant := TenantID(j.suite.Name, *j.sc, u.Tenant)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if tr := r.turnRes[turnKey(tenant, j.sc.Name, j.sc.Instance, t.ID)]; tr != nil {
-			return tr.EvidenceID
+		if tr := r.turnRes[turnKey(tenant, j.sc.Name, j.sc.Instance, t.ID)]; tr != nil && tr.EvidenceID != "" {
+			out = append(out, tr.EvidenceID)
 		}
 	}
-	return ""
+	return out
 }
 
 func (r *Runner) probe(ctx context.Context, rec Recaller, j job, p Probe, retrievers []string) ProbeResult {
@@ -529,7 +531,7 @@ func (r *Runner) probe(ctx context.Context, rec Recaller, j job, p Probe, retrie
 	}
 	pc := probeContext{
 		probe: p, tenant: tenant, k: r.opt.K, items: items, rows: looked,
-		evidence: func(turn string) string { return r.evidenceOf(j, turn) },
+		evidence: func(turn string) []string { return r.evidenceOf(j, turn) },
 	}
 	pr.Score, pr.Misses, pr.Wrong, pr.Top = pc.score()
 	if r.opt.Judge != nil && p.Answer != "" && !strings.HasPrefix(p.Category, "5") {

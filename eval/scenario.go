@@ -126,6 +126,10 @@ type Turn struct {
 	Gold *[]memory.Candidate `yaml:"gold" json:"gold,omitempty"`
 	// Locator is the evidence locator (default the turn id).
 	Locator string `yaml:"locator" json:"locator,omitempty"`
+	// Part names the turn this one is a later message of (a turn re-told as a
+	// burst of messages, LoCoMoOptions.Bursts): a probe's evidence turn is found
+	// when any of its messages is.
+	Part string `yaml:"part" json:"part,omitempty"`
 
 	at time.Time
 }
@@ -407,6 +411,9 @@ func (sc *Scenario) prepare() error {
 		}
 		if seen[t.ID] {
 			return fmt.Errorf("turn id %s is used twice", t.ID)
+		}
+		if t.Part != "" && !seen[t.Part] {
+			return fmt.Errorf("turn %s: part %q is not an earlier turn of the scenario", t.ID, t.Part)
 		}
 		seen[t.ID] = true
 		if strings.TrimSpace(t.Text) == "" {

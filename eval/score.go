@@ -110,7 +110,7 @@ type probeContext struct {
 	k        int
 	items    []recall.Item
 	rows     map[string]row
-	evidence func(turn string) string
+	evidence func(turn string) []string
 }
 
 func (pc *probeContext) row(it recall.Item) row { return pc.rows[string(it.Kind)+":"+it.ID] }
@@ -122,6 +122,11 @@ func (pc *probeContext) evidenceIDs(it recall.Item) []string {
 		return []string{it.ID}
 	}
 	return append(append([]string{}, it.EvidenceIDs...), pc.row(it).EvidenceIDs...)
+}
+
+// stands says whether the item is, or stands on, one of the evidence ids.
+func (pc *probeContext) stands(it recall.Item, ids []string) bool {
+	return slices.ContainsFunc(pc.evidenceIDs(it), func(id string) bool { return slices.Contains(ids, id) })
 }
 
 func (pc *probeContext) matches(e Expect, it recall.Item, defaultKind string) bool {
@@ -151,8 +156,7 @@ func (pc *probeContext) matches(e Expect, it recall.Item, defaultKind string) bo
 		}
 	}
 	if e.Turn != "" {
-		id := pc.evidence(e.Turn)
-		if id == "" || !slices.Contains(pc.evidenceIDs(it), id) {
+		if !pc.stands(it, pc.evidence(e.Turn)) {
 			return false
 		}
 	}
@@ -241,9 +245,9 @@ func (pc *probeContext) score() (ProbeScore, []string, []string, []ItemSummary) 
 	}
 	evRanks := make([]int, len(p.Evidence))
 	for j, turn := range p.Evidence {
-		id := pc.evidence(turn)
+		ids := pc.evidence(turn)
 		for i, it := range items {
-			if id != "" && slices.Contains(pc.evidenceIDs(it), id) {
+			if pc.stands(it, ids) {
 				evRanks[j] = i + 1
 				break
 			}

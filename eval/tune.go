@@ -51,7 +51,7 @@ var Grids = map[string]func() []recall.Fusion{
 	"fusion": TuneGrid, "context": ContextGrid, "keyword": KeywordGrid,
 	"adjacent": AdjacentGrid, "around": AroundGrid, "balance": BalanceGrid,
 	"speaker": SpeakerGrid, "semantic-all": SemanticAllGrid, "context-all": ContextAllGrid, "feedback": FeedbackGrid,
-	"when": WhenGrid, "time-asked": TimeAskedGrid, "lead-asking": LeadAskingGrid,
+	"when": WhenGrid, "time-asked": TimeAskedGrid, "lead-asking": LeadAskingGrid, "ablate": AblateGrid, "adjacent-bursts": AdjacentBurstsGrid,
 }
 
 // addSetting appends f to a grid unless the grid has it already.
@@ -250,7 +250,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 	}
 	var suites []*Suite
 	if cfg.LoCoMo != "" {
-		s, _, err := LoadLoCoMo(cfg.LoCoMo)
+		s, _, err := LoadLoCoMoAs(cfg.LoCoMo, LoCoMoOptions{Bursts: cfg.Bursts})
 		if err != nil {
 			return nil, err
 		}
@@ -353,7 +353,7 @@ func TuneMain(ctx context.Context, cfg Config, grid []recall.Fusion, out io.Writ
 		if label != "" {
 			fmt.Fprintf(tw, "%s%s%.3f\t", label, strings.Repeat("\t", 18), r.Objective)
 		} else {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d\t%.2f\t%.2f/%d\t%s\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.SpeakerNamed, f.Feedback, f.FeedbackFrom, whenCol(f), f.TimeAsked, f.LeadAsking, r.Objective)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f/%d/%d%s\t%.2f\t%.2f/%d\t%s\t%.2f\t%.2f\t%.3f\t", f.Keyword, f.KeywordLengthNorm, f.Asked, semanticCol(f), f.SemanticMatch, f.FactKeyword, f.Backing, f.Expand, f.Structured, f.Context, f.Session, f.Lead, f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, burstsCol(f), f.SpeakerNamed, f.Feedback, f.FeedbackFrom, whenCol(f), f.TimeAsked, f.LeadAsking, r.Objective)
 		}
 		for _, s := range ss {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", getf(r.EvidenceAt1, s), getf(r.EvidenceAt10, s), getf(r.RecallAt10, s))
@@ -515,8 +515,8 @@ func writeHalves(out io.Writer, hs []HalfFold) {
 	tw.Flush()
 	for _, h := range hs {
 		b := h.Best
-		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d speaker %.2f feedback %.2f from %d when %s time-asked %.2f lead-asking %.2f\n",
-			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, b.SpeakerNamed, b.Feedback, b.FeedbackFrom, whenCol(b), b.TimeAsked, b.LeadAsking)
+		fmt.Fprintf(out, "best on %s: keyword %.2f kw-b %.2f asked %.2f semantic %s expand %.2f context %.2f session %.2f lead %d adjacent %.2f from %d span %d%s speaker %.2f feedback %.2f from %d when %s time-asked %.2f lead-asking %.2f\n",
+			span(h.TunedOn), b.Keyword, b.KeywordLengthNorm, b.Asked, semanticCol(b), b.Expand, b.Context, b.Session, b.Lead, b.Adjacent, b.AdjacentFrom, b.AdjacentSpan, burstsCol(b), b.SpeakerNamed, b.Feedback, b.FeedbackFrom, whenCol(b), b.TimeAsked, b.LeadAsking)
 	}
 }
 
@@ -610,6 +610,47 @@ func TimeAskedGrid() []recall.Fusion {
 // (Fusion.LeadAsking) by growing shares.
 func LeadAskingGrid() []recall.Fusion {
 	return pairGrid([]float64{0.1, 0.2, 0.3, 0.5}, []float64{0}, func(f *recall.Fusion, w, _ float64) { f.LeadAsking = w })
+}
+
+// AblateGrid is the defaults and, one at a time, each technique chosen on LoCoMo
+// switched off (the adjacent turns, the speaker lift, every turn weighed by its
+// meaning, the feedback pass, the when-lift, the time asked about, the asking
+// turn): with --bursts, whether each still earns its place when the same
+// conversations are told as real chat.
+func AblateGrid() []recall.Fusion {
+	out := []recall.Fusion{recall.DefaultFusion()}
+	for _, off := range []func(f *recall.Fusion){
+		func(f *recall.Fusion) { f.Adjacent = 0 },
+		func(f *recall.Fusion) { f.SpeakerNamed = 0 },
+		func(f *recall.Fusion) { f.SemanticAll = false },
+		func(f *recall.Fusion) { f.Feedback = 0 },
+		func(f *recall.Fusion) { f.TimeAnswer, f.TimeAnswerAll = 0, false },
+		func(f *recall.Fusion) { f.TimeAsked = 0 },
+		func(f *recall.Fusion) { f.LeadAsking = 0 },
+	} {
+		f := recall.DefaultFusion()
+		off(&f)
+		out = addSetting(out, f)
+	}
+	return out
+}
+
+// AdjacentBurstsGrid counts the adjacent turns' span in bursts or in messages
+// (Fusion.AdjacentBursts) at shares around the default, beside no adjacent turns
+// at all.
+func AdjacentBurstsGrid() []recall.Fusion {
+	out := pairGrid([]float64{0, 1}, []float64{0.5, 0.8}, func(f *recall.Fusion, b, a float64) { f.AdjacentBursts, f.Adjacent = b == 1, a })
+	off := recall.DefaultFusion()
+	off.Adjacent = 0
+	return addSetting(out, off)
+}
+
+// burstsCol marks an adjacent span counted in bursts ("b"); nothing for messages.
+func burstsCol(f recall.Fusion) string {
+	if f.AdjacentBursts {
+		return "b"
+	}
+	return ""
 }
 
 // pairGrid is the defaults and every pair of as and bs set on them by set.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/engramhq/engram/memory"
 	"github.com/engramhq/engram/storage"
@@ -31,7 +32,10 @@ const sourceAdjacent = "adjacent"
 type adjacentRow struct {
 	evidenceRow
 	Anchor string `col:"anchor"`
-	Dist   int    `col:"dist"`
+	// AnchorSpeaker is who said the anchor and AnchorAt when (Fusion.AdjacentBursts).
+	AnchorSpeaker string    `col:"anchor_speaker"`
+	AnchorAt      time.Time `col:"anchor_at"`
+	Dist          int       `col:"dist"`
 	// KeyID names the key the content is sealed with ('' = in the clear).
 	KeyID string `col:"key_id"`
 }
@@ -42,7 +46,7 @@ type adjacentRow struct {
 // ordered scan of the index on (tenant, user, session, occurred_at), so a long
 // session costs no more than a short one. A fixed text with bind parameters:
 // prepared once per connection.
-var adjacentSQL, adjacentParams = bindNames("SELECT a.id::text AS anchor, n.id::text AS id, n.content, n.speaker, n.user_id, n.session_id, n.task_id, n.occurred_at, n.key_id, n.dist " +
+var adjacentSQL, adjacentParams = bindNames("SELECT a.id::text AS anchor, a.speaker AS anchor_speaker, a.occurred_at AS anchor_at, n.id::text AS id, n.content, n.speaker, n.user_id, n.session_id, n.task_id, n.occurred_at, n.key_id, n.dist " +
 	"FROM evidence a CROSS JOIN LATERAL (" +
 	"(SELECT x.*, (-row_number() OVER (ORDER BY x.occurred_at DESC, x.id DESC))::int AS dist FROM (" + adjacentSide + " < (a.occurred_at, a.id) ORDER BY e.occurred_at DESC, e.id DESC LIMIT @span) x) " +
 	"UNION ALL " +
@@ -108,15 +112,88 @@ func (e *Engine) adjacent(ctx context.Context, p plan, ranked []Item) ([]Item, e
 	if len(anchors) == 0 {
 		return ranked, nil
 	}
-	rows, err := e.adjacentRows(ctx, p, anchors, fw.AdjacentSpan)
+	fetch := fw.AdjacentSpan
+	if fw.AdjacentBursts {
+		fetch *= burstFetch
+	}
+	rows, err := e.adjacentRows(ctx, p, anchors, fetch)
 	if err != nil {
 		return nil, err
+	}
+	if fw.AdjacentBursts {
+		rows = inBursts(rows, fw.AdjacentSpan)
 	}
 	lifted := liftAdjacent(fw, ranked, rows)
 	if len(lifted) == 0 {
 		return ranked, nil
 	}
 	return placeLifted(ranked, lifted, fw.Lead), nil
+}
+
+// burstFetch is how many messages a side are read for each burst of the span
+// when the span counts bursts (Fusion.AdjacentBursts): past a burst longer than
+// that, the next one is not reached.
+const burstFetch = 6
+
+// burstGap is the longest pause inside a burst: one speaker's next message
+// after a longer one starts a burst of its own (a user who writes alone, a
+// message an hour later).
+const burstGap = 30 * time.Second
+
+// inBursts counts the turns next to each anchor in bursts (one speaker's
+// messages in a row, each less than burstGap after the one before;
+// Fusion.AdjacentBursts): of each burst on a side it keeps the message nearest
+// the anchor (the question just before it, the first message of the reply), 1
+// burst away, 2 for the next, up to span; the rest of the anchor's own burst,
+// and the other messages of each burst, are left out. Where speakers alternate
+// on every message, or pause, it changes nothing.
+func inBursts(rows []adjacentRow, span int) []adjacentRow {
+	type side struct {
+		anchor string
+		after  bool
+	}
+	bySide := map[side][]int{}
+	for i, r := range rows {
+		k := side{r.Anchor, r.Dist > 0}
+		bySide[k] = append(bySide[k], i)
+	}
+	keep := make([]bool, len(rows))
+	dist := make([]int, len(rows))
+	for k, idx := range bySide {
+		sort.Slice(idx, func(a, b int) bool { return abs(rows[idx[a]].Dist) < abs(rows[idx[b]].Dist) })
+		bursts, prev, prevAt := 0, rows[idx[0]].AnchorSpeaker, rows[idx[0]].AnchorAt
+		for _, i := range idx {
+			r := rows[i]
+			gap := r.OccurredAt.Sub(prevAt)
+			same := r.Speaker == prev && max(gap, -gap) < burstGap
+			prev, prevAt = r.Speaker, r.OccurredAt
+			if same {
+				continue // the anchor's own burst, or a burst's later message
+			}
+			if bursts++; bursts > span {
+				break
+			}
+			keep[i] = true
+			if dist[i] = bursts; !k.after {
+				dist[i] = -bursts
+			}
+		}
+	}
+	out := rows[:0:0]
+	for i, r := range rows {
+		if keep[i] {
+			r.Dist = dist[i]
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // liftAdjacent is each turn next to an anchor at the anchor's score times

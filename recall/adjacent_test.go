@@ -178,3 +178,74 @@ func TestAdjacentTurnOpened(t *testing.T) {
 		t.Fatalf("the turn before the answer: retrievers %v, content %q: want found by adjacency alone, opened", it.Retrievers, it.Content)
 	}
 }
+
+// In chat an answer comes as a burst of messages: counted in bursts
+// (Fusion.AdjacentBursts), the neighbour of the question is the first message
+// of the reply, though the asker went on typing ("sorry, nosy 😅") in between,
+// and the rest of the asker's own burst is not lifted as the question's
+// neighbour. Counted in messages, the asker's own burst fills the span and the
+// reply is not reached.
+func TestAdjacentBursts(t *testing.T) {
+	c := newConvo(t, time.Date(2025, 4, 1, 9, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	const tenant = "acme"
+	at := c.at
+	say := func(speaker, text string, after time.Duration) *storage.Evidence {
+		t.Helper()
+		at = at.Add(after)
+		ev, _, err := c.st.InsertEvent(ctx, tenant, &storage.Event{IdempotencyKey: uuid.NewString(), ActorType: "USER", ActorID: speaker, UserID: "maya",
+			SessionID: "s1", EventType: "MESSAGE", Content: text, OccurredAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := c.emb.Embed(ctx, []string{text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := pgvector.NewVector(vs[0])
+		evd, err := c.st.InsertEvidence(ctx, tenant, &storage.Evidence{EventID: ev.ID, Kind: "TURN", Content: text, Speaker: "USER:" + speaker, UserID: "maya",
+			SessionID: "s1", OccurredAt: at, Embedding: &v}, storage.SearchText(text), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evd
+	}
+	say("maya", "Morning!", time.Hour)
+	ask := say("maya", "So how did you and Priya first meet?", time.Minute)
+	say("maya", "sorry, nosy 😅", 5*time.Second)
+	say("maya", "just curious", 5*time.Second)
+	reply := say("ben", "an engineering class in college", 20*time.Second)
+	say("ben", "years ago now", 5*time.Second)
+	for i := 0; i < 6; i++ {
+		say("maya", "The weather is lovely today.", time.Hour)
+	}
+
+	recallWith := func(bursts bool) recall.Response {
+		t.Helper()
+		f := recall.DefaultFusion()
+		f.Adjacent, f.AdjacentFrom, f.AdjacentSpan, f.AdjacentBursts = 0.7, 1, 2, bursts
+		eng := recall.New(c.st, c.emb, recall.NewPostgresKeyword(c.st), nil, recall.Options{AccessLog: recall.AccessLogOff, Fusion: f})
+		defer eng.Close()
+		resp, err := eng.Recall(ctx, recall.Request{Principal: recall.Principal{TenantID: tenant, UserID: "maya"}, Query: "How did Maya first meet Priya?", K: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	with, without := recallWith(true), recallWith(false)
+	if with.Items[0].ID != ask.ID {
+		t.Fatalf("first %q: want the question", with.Items[0].Content)
+	}
+	r := rankOf(with.Items, reply.ID)
+	if r == 0 || !strings.Contains(with.Items[r-1].Why, "adjacent #1: 1 turn(s) after it") {
+		t.Fatalf("the reply at %d (%+v): want it lifted as the question's neighbour", r, with.Items)
+	}
+	for _, it := range with.Items {
+		if it.Speaker == "maya" && it.ID != ask.ID && strings.Contains(it.Why, "adjacent #1") {
+			t.Fatalf("%q, of the asker's own burst, lifted as the question's neighbour", it.Content)
+		}
+	}
+	if r := rankOf(without.Items, reply.ID); r != 0 && strings.Contains(without.Items[r-1].Why, "adjacent #1") {
+		t.Fatalf("counted in messages the reply, 3 messages on, came as the neighbour: %q", without.Items[r-1].Why)
+	}
+}

@@ -28,6 +28,7 @@ func evalCmd() *cobra.Command {
 		k        int
 		out      string
 		locomo   string
+		bursts   bool
 		minCheck string
 		recaller string
 		judge    bool
@@ -89,6 +90,9 @@ See eval/README.md.`,
 			if asJSON {
 				tableOut = io.Discard
 			}
+			if bursts && locomo == "" {
+				return fmt.Errorf("--bursts: only with --locomo (it re-tells a LoCoMo file's turns)")
+			}
 			if folds != 0 && !tune {
 				return fmt.Errorf("--folds: only with --tune (the halves pick a setting of the grid on one half)")
 			}
@@ -98,7 +102,7 @@ See eval/README.md.`,
 					return fmt.Errorf("--tune-grid: %q (allowed: %s)", tuneGrid, strings.Join(slices.Sorted(maps.Keys(eval.Grids)), ", "))
 				}
 				rows, err := eval.TuneMain(cmd.Context(), eval.Config{
-					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
+					Suites: suites, Mode: mode, K: k, Parallel: parallel, LoCoMo: locomo, Bursts: bursts, KeepDB: keepDB, ReuseDB: reuseDB, RunID: runID, Folds: folds,
 					Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 					Embedder: em, Gov: &gov, Progress: os.Stderr, Log: tlog.NewStructuredLogger(logger().WithGroup("temporal")),
 				}, grid(), tableOut, false)
@@ -108,7 +112,7 @@ See eval/README.md.`,
 				return err
 			}
 			rep, err := eval.Main(cmd.Context(), eval.Config{
-				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, MinCheck: minCheck == "on",
+				Suites: suites, Mode: mode, K: k, Out: out, LoCoMo: locomo, Bursts: bursts, MinCheck: minCheck == "on",
 				Recall: recaller, Judge: judge, KeepDB: keepDB, Parallel: parallel, ReuseDB: reuseDB, RunID: runID,
 				Serve: cfg, DatabaseURL: cfg.DatabaseURL, TemporalAddress: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 				LLM:      eval.LLMConfig{BaseURL: cfg.LLMBaseURL, APIKey: cfg.LLMAPIKey, Model: cfg.LLMModel, Timeout: cfg.LLMTimeout},
@@ -122,7 +126,7 @@ See eval/README.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights), keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions), adjacent (the turns next to the best ones: their share of the anchor's score, from how many, how far) around (context and session above the defaults before LoCoMo, and adjacent turns on them), balance (between those defaults and LoCoMo's best), speaker (the lift of the speaker a question names), semantic-all (every turn weighed by its meaning), context-all (context and session rechecked), feedback (the feedback pass's weight and leaders), when (the lift of a turn that names a time when the question asks when), time-asked (the lift of what was said in the time the question names) or lead-asking (how much less a turn that ends by asking counts for the first item)")
+	f.StringVar(&tuneGrid, "tune-grid", "fusion", "with --tune: fusion (the semantic, second-hop and other weights), context (the neighbour and session weights), keyword (the turn keyword score's length normalisation against the semantic weight, and the weight of a turn's questions), adjacent (the turns next to the best ones: their share of the anchor's score, from how many, how far) around (context and session above the defaults before LoCoMo, and adjacent turns on them), balance (between those defaults and LoCoMo's best), speaker (the lift of the speaker a question names), semantic-all (every turn weighed by its meaning), context-all (context and session rechecked), feedback (the feedback pass's weight and leaders), when (the lift of a turn that names a time when the question asks when), time-asked (the lift of what was said in the time the question names), lead-asking (how much less a turn that ends by asking counts for the first item), ablate (the defaults, and each technique chosen on LoCoMo switched off in turn) or adjacent-bursts (the adjacent turns counted in bursts, one speaker's messages in a row)")
 	f.BoolVar(&tune, "tune", false, "measure a grid of recall fusion weights on one ingestion (default suites: open_conversation, seed_en, seed_zh) and print them best first")
 	f.BoolVar(&asJSON, "json", false, "print the report (or the tuning table) as JSON instead of a table")
 	f.StringArrayVar(&suites, "suite", nil, "suite to run, by name or YAML file (repeatable; default: every shipped suite)")
@@ -130,6 +134,7 @@ See eval/README.md.`,
 	f.IntVar(&k, "k", 10, "cut-off for precision@k and the leak and stale checks")
 	f.StringVar(&out, "out", "eval-out", "folder for the Markdown, JSON and SVG reports (empty: none)")
 	f.StringVar(&locomo, "locomo", "", "a LoCoMo JSON file to run instead of the suites")
+	f.BoolVar(&bursts, "bursts", false, "with --locomo: tell each turn as real chat does, a burst of short messages (one per sentence, the photo apart), most lower-cased, some words with a typo, some with an emoji; a message of an evidence turn counts as the turn")
 	f.StringVar(&minCheck, "min-check", "on", "fail (non-zero exit) when a figure misses its threshold: on or off")
 	f.StringVar(&recaller, "recall", "engine", "recaller: engine (the recall engine) or baseline (a plain keyword floor)")
 	f.BoolVar(&judge, "judge", false, "answer each question from recall and grade it with an LLM judge (needs ENGRAM_LLM_BASE_URL)")
