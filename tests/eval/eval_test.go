@@ -155,6 +155,24 @@ func TestLoCoMoSmallFile(t *testing.T) {
 	assert.Contains(t, strings.Join(sr.Notes, " "), "2 naming no turn")
 }
 
+// The same small file told as chat (--bursts) runs end to end: its turns of
+// several sentences arrive as several messages, and an evidence turn is found
+// through any of its messages.
+func TestLoCoMoSmallFileAsBursts(t *testing.T) {
+	t.Parallel()
+	s, st, err := eval.LoadLoCoMoAs("../../eval/testdata/locomo_small.json", eval.LoCoMoOptions{Bursts: true})
+	require.NoError(t, err)
+	rep := run(t, []*eval.Suite{s}, eval.ModeRules, nil)
+	require.Len(t, rep.Suites, 1)
+	sr := &rep.Suites[0]
+	eval.LoCoMoExtra(sr, st)
+	assert.Equal(t, 11, sr.Overall.Probes)
+	assert.Greater(t, sr.Turns, 12, "more messages than LoCoMo turns")
+	assert.Greater(t, sr.Extra["evidence_recall@10 (categories 1-4)"], 0.5, "evidence found through its messages")
+	assert.Zero(t, sr.Overall.TenantLeaks)
+	assert.Zero(t, sr.Overall.Errors)
+}
+
 // The development suite of open conversation (eval/open), through the real
 // pipeline with the embedder users get (composite, when the model is fetched, as
 // scripts/test does): the engine beats plain BM25 over the raw turns by the suite's
