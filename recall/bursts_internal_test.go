@@ -1,7 +1,7 @@
 package recall
 
 import (
-	"sort"
+	"maps"
 	"testing"
 	"time"
 )
@@ -32,15 +32,15 @@ func TestInBursts(t *testing.T) {
 		return out
 	}
 	want := map[string]int{"q": -1, "b1": 1, "m4": 2}
-	if g := got(inBursts(append([]adjacentRow{}, rows...), 2)); !equal(g, want) {
+	if g := got(inBursts(append([]adjacentRow{}, rows...), 2)); !maps.Equal(g, want) {
 		t.Errorf("span 2: %v, want %v", g, want)
 	}
 	want = map[string]int{"q": -1, "b1": 1}
-	if g := got(inBursts(append([]adjacentRow{}, rows...), 1)); !equal(g, want) {
+	if g := got(inBursts(append([]adjacentRow{}, rows...), 1)); !maps.Equal(g, want) {
 		t.Errorf("span 1: %v, want %v", g, want)
 	}
 	alternating := []adjacentRow{row("x1", "USER:maya", -2), row("x2", "USER:ben", -1), row("y1", "USER:ben", 1), row("y2", "USER:maya", 2)}
-	if g := got(inBursts(append([]adjacentRow{}, alternating...), 2)); !equal(g, map[string]int{"x1": -2, "x2": -1, "y1": 1, "y2": 2}) {
+	if g := got(inBursts(append([]adjacentRow{}, alternating...), 2)); !maps.Equal(g, map[string]int{"x1": -2, "x2": -1, "y1": 1, "y2": 2}) {
 		t.Errorf("alternating: %v, want the distances in messages", g)
 	}
 	// One speaker alone, a minute between messages: each message is a burst.
@@ -48,24 +48,7 @@ func TestInBursts(t *testing.T) {
 	for i := range alone {
 		alone[i].OccurredAt = t0.Add(time.Duration(alone[i].Dist) * time.Minute)
 	}
-	if g := got(inBursts(alone, 2)); !equal(g, map[string]int{"p1": -1, "n1": 1, "n2": 2}) {
+	if g := got(inBursts(alone, 2)); !maps.Equal(g, map[string]int{"p1": -1, "n1": 1, "n2": 2}) {
 		t.Errorf("one speaker, pausing: %v, want the distances in messages", g)
 	}
-}
-
-func equal(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	keys := make([]string, 0, len(a))
-	for k := range a {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if b[k] != a[k] {
-			return false
-		}
-	}
-	return true
 }

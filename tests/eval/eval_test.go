@@ -134,43 +134,36 @@ func TestBrokenGovernanceFailsHallucinationSuite(t *testing.T) {
 }
 
 // The LoCoMo loader runs a small file in the public format end to end: every
-// conversation as its own user, evidence recall per category and for 1–4.
+// conversation as its own user, evidence recall per category and for 1–4. Told
+// as chat (--bursts), its turns of several sentences arrive as several messages,
+// and an evidence turn is found through any of its messages.
 func TestLoCoMoSmallFile(t *testing.T) {
-	t.Parallel()
-	s, st, err := eval.LoadLoCoMo("../../eval/testdata/locomo_small.json")
-	require.NoError(t, err)
-	rep := run(t, []*eval.Suite{s}, eval.ModeRules, nil)
-	require.Len(t, rep.Suites, 1)
-	sr := &rep.Suites[0]
-	eval.LoCoMoExtra(sr, st)
-	assert.Equal(t, 11, sr.Overall.Probes)
-	assert.Equal(t, 12, sr.Turns)
-	for _, c := range []string{"1-multi-hop", "2-temporal", "3-open-domain", "4-single-hop", "5-adversarial"} {
-		assert.Contains(t, sr.Categories, c)
+	for _, bursts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bursts=%v", bursts), func(t *testing.T) {
+			t.Parallel()
+			s, st, err := eval.LoadLoCoMoAs("../../eval/testdata/locomo_small.json", eval.LoCoMoOptions{Bursts: bursts})
+			require.NoError(t, err)
+			rep := run(t, []*eval.Suite{s}, eval.ModeRules, nil)
+			require.Len(t, rep.Suites, 1)
+			sr := &rep.Suites[0]
+			eval.LoCoMoExtra(sr, st)
+			assert.Equal(t, 11, sr.Overall.Probes)
+			if bursts {
+				assert.Greater(t, sr.Turns, 12, "more messages than LoCoMo turns")
+			} else {
+				assert.Equal(t, 12, sr.Turns)
+			}
+			for _, c := range []string{"1-multi-hop", "2-temporal", "3-open-domain", "4-single-hop", "5-adversarial"} {
+				assert.Contains(t, sr.Categories, c)
+			}
+			assert.Contains(t, sr.Extra, "evidence_recall@10 (categories 1-4)")
+			assert.Greater(t, sr.Extra["evidence_recall@10 (categories 1-4)"], 0.5, "a small conversation's evidence is found")
+			assert.Zero(t, sr.Overall.TenantLeaks)
+			assert.Zero(t, sr.Overall.ScopeLeakRate)
+			assert.Zero(t, sr.Overall.Errors)
+			assert.Contains(t, strings.Join(sr.Notes, " "), "2 naming no turn")
+		})
 	}
-	assert.Contains(t, sr.Extra, "evidence_recall@10 (categories 1-4)")
-	assert.Greater(t, sr.Extra["evidence_recall@10 (categories 1-4)"], 0.5, "a small conversation's evidence is found")
-	assert.Zero(t, sr.Overall.TenantLeaks)
-	assert.Zero(t, sr.Overall.ScopeLeakRate)
-	assert.Contains(t, strings.Join(sr.Notes, " "), "2 naming no turn")
-}
-
-// The same small file told as chat (--bursts) runs end to end: its turns of
-// several sentences arrive as several messages, and an evidence turn is found
-// through any of its messages.
-func TestLoCoMoSmallFileAsBursts(t *testing.T) {
-	t.Parallel()
-	s, st, err := eval.LoadLoCoMoAs("../../eval/testdata/locomo_small.json", eval.LoCoMoOptions{Bursts: true})
-	require.NoError(t, err)
-	rep := run(t, []*eval.Suite{s}, eval.ModeRules, nil)
-	require.Len(t, rep.Suites, 1)
-	sr := &rep.Suites[0]
-	eval.LoCoMoExtra(sr, st)
-	assert.Equal(t, 11, sr.Overall.Probes)
-	assert.Greater(t, sr.Turns, 12, "more messages than LoCoMo turns")
-	assert.Greater(t, sr.Extra["evidence_recall@10 (categories 1-4)"], 0.5, "evidence found through its messages")
-	assert.Zero(t, sr.Overall.TenantLeaks)
-	assert.Zero(t, sr.Overall.Errors)
 }
 
 // The development suite of open conversation (eval/open), through the real
