@@ -70,6 +70,8 @@ type Server struct {
 	requests []Request
 	lookups  map[string]int
 	hold     bool
+	// release frees the port held while down (holdPort).
+	release func()
 }
 
 // Path is where actions are posted; status lookups are under Path + "/status/".
@@ -125,9 +127,23 @@ func (s *Server) Down() {
 	srv := s.srv
 	s.srv, s.ln = nil, nil
 	s.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
+	if srv == nil {
+		return
 	}
+	_ = srv.Close()
+	// Keep the port while down, so a call meets a refusal, not another test's
+	// listener that took the freed port (seen in CI: a reset after the request
+	// was sent, an unknown outcome where nothing should have been sent).
+	var release func()
+	for i := 0; i < 50 && release == nil; i++ {
+		var err error
+		if release, err = holdPort(s.addr); err != nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s.mu.Lock()
+	s.release = release
+	s.mu.Unlock()
 }
 
 // Up listens again on the same address after Down.
@@ -138,6 +154,12 @@ func (s *Server) Up() error {
 	if up {
 		return nil
 	}
+	s.mu.Lock()
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+	s.mu.Unlock()
 	var ln net.Listener
 	var err error
 	// The port was ours a moment ago; TIME_WAIT does not block a listening socket on
@@ -161,8 +183,16 @@ func (s *Server) DownFor(d time.Duration) {
 	time.AfterFunc(d, func() { _ = s.Up() })
 }
 
-// Close stops the server for good.
-func (s *Server) Close() { s.Down() }
+// Close stops the server for good and frees its port.
+func (s *Server) Close() {
+	s.Down()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
 
 // HoldStatus makes every status lookup answer PENDING while on, as an endpoint
 // does that cannot tell yet; tests use it to look at a task in OUTCOME_UNKNOWN.
